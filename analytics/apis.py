@@ -34,10 +34,9 @@ from analytics.filters import (
     bucket_parse,
     limit_parse,
 )
-from chat.usage_apis import USAGE_DESCRIPTION, USAGE_FIELDS
 from common.errors import error_responses
 from common.language import LANGUAGES
-from conversations.public import usage_report
+from conversations.public import USAGE_DESCRIPTION, USAGE_FIELDS, usage_report
 from tenants.public import ApiClient
 
 

@@ -8,7 +8,7 @@ class AnalyticsConfig(AppConfig):
 
     def ready(self) -> None:
         from analytics.services import conversation_counted_again, rollup_days_unseal, rollup_seal_before
-        from conversations.signals import conversation_recounted, store_rows_deleted, store_rows_retiring
+        from conversations.public import conversation_recounted, store_rows_deleted, store_rows_retiring
 
         # Writers of the conversation store do not know about the daily totals: they send signals, and the
         # totals of the days whose rows changed are marked stale here (analytics/services.py).

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from agents.selectors import ERROR_UNKNOWN_PROFILE, profile_pk
+from agents.public import ERROR_UNKNOWN_PROFILE, profile_pk
 from analytics.rollups import DRAFT, NO_COHORT
 from common.errors import DomainError, NotFound
 from common.text import whole_number

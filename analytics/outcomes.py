@@ -42,9 +42,8 @@ from conversations.models import ConversationOutcome, FeedbackRating, Message, M
 from conversations.public import feedback_with_turn
 from handoffs.models import PERSON, HandoffKind, HandoffStatus
 from releases.models import RoutingTestCase
-from releases.routing_tests import Case as TestCase
-from releases.routing_tests import routing_tests_run
-from routing import snapshot as snapshots
+from releases.public import RoutingTestData, routing_tests_run
+from routing.public import snapshot_current
 from tenants.public import TenantScope, tenant_scope_where
 
 GROUPINGS = ("profile", "intent", "agent", "cohort", "version")
@@ -200,7 +199,7 @@ def outcome_timeline(
 # -- routing accuracy and response quality ------------------------------------------------------------------------
 
 
-def _tests_run(agent_id: str, spec: Any, cases: list[TestCase], config: int) -> dict[str, int]:
+def _tests_run(agent_id: str, spec: Any, cases: list[RoutingTestData], config: int) -> dict[str, int]:
     """``{total, passed}`` of ``cases`` against ``spec``, kept in the cache while the live version and the tests
     stay the same (a profile whose classifier calls a model is not asked again on every page load)."""
     fingerprint = repr((agent_id, spec.version, config, [(case.name, case.message, case.expect) for case in cases]))
@@ -221,10 +220,10 @@ def routing_tests_accuracy(*, profile_id: int | None = None) -> dict[str, Any]:
     tests = RoutingTestCase.objects.filter(enabled=True).select_related("profile").order_by("profile_id", "name")
     if profile_id is not None:
         tests = tests.filter(profile_id=profile_id)
-    cases: dict[str, list[TestCase]] = {}
+    cases: dict[str, list[RoutingTestData]] = {}
     for row in tests:
-        cases.setdefault(row.profile.agent_id, []).append(TestCase.of(row))
-    snapshot = snapshots.current() if cases else None  # nothing to run: the compiled profiles are not needed
+        cases.setdefault(row.profile.agent_id, []).append(RoutingTestData.of(row))
+    snapshot = snapshot_current() if cases else None  # nothing to run: the compiled profiles are not needed
     served = snapshot.profiles if snapshot is not None else {}
     config = snapshot.version if snapshot is not None else 0
     profiles: list[dict[str, Any]] = []

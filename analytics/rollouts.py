@@ -32,9 +32,8 @@ from rest_framework.views import APIView
 from analytics.filters import ANALYTICS_PERMISSION, analytics_may_read, can_view_all_tenants, whole_number_between
 from common.errors import DomainError, NotFound, error_responses
 from releases.models import RolloutDecision, RolloutPlan
-from releases.rollout.guard import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
-from routing.rollout_plans import GUARD_METRICS, history_parse, may_view_plans
-from routing.rollout_words import actor_words, limit_words, plan_stage_words
+from releases.public import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
+from routing.public import GUARD_METRICS, actor_words, history_parse, limit_words, may_view_plans, plan_stage_words
 
 DEFAULT_SLICES = 12
 MAX_SLICES = 48

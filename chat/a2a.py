@@ -111,8 +111,7 @@ from common.infra.metrics import http_request_observe
 from common.parsers import JsonTooDeep, json_depth_check
 from conversations.models import A2ATask
 from conversations.public import TurnInput, TurnResult, language_asked, redact, run_turn, turn_detach
-from routing import snapshot
-from routing.specs import ProfileSpec
+from routing.public import ProfileSpec, snapshot_current
 from tenants.public import (
     API_SCOPE,
     MESSAGES_SCOPE,
@@ -287,7 +286,7 @@ async def card(request: Request) -> Response:
 
 
 def _profile(agent_id: str) -> ProfileSpec | None:
-    return snapshot.current().profiles.get(agent_id)
+    return snapshot_current().profiles.get(agent_id)
 
 
 # --- who calls: the key, its rate, the profile -------------------------------------------------------------

@@ -22,7 +22,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from routing import snapshot
+from routing.public import snapshot_current
 from tenants.models import TenantRight
 from tenants.public import tenant_choices, tenant_ids_with_right, tenant_right_held_anywhere
 
@@ -60,7 +60,7 @@ def chat_page(request: HttpRequest) -> HttpResponse:
         return render(request, "chat/chat_forbidden.html", {**base, "reason": ERROR_CHAT_FORBIDDEN}, status=403)
     debuggable = tenant_ids_with_right(user=request.user, right=TenantRight.DEBUG)  # None: every tenant
     drafts = {slug for slug, _ in (tenants if debuggable is None else tenant_choices(tenant_ids=debuggable))}
-    profiles = sorted(snapshot.current().profiles.values(), key=lambda profile: profile.agent_id)
+    profiles = sorted(snapshot_current().profiles.values(), key=lambda profile: profile.agent_id)
     asked_tenant = (request.GET.get("tenant") or "").strip()
     tenant_refused = asked_tenant and asked_tenant not in {slug for slug, _ in tenants}
     context = {

@@ -17,12 +17,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.models import AgentProfile
-from agents.selectors import ERROR_UNKNOWN_PROFILE
+from agents.public import ERROR_UNKNOWN_PROFILE
 from chat.intake import tenant_resolve
 from chat.permissions import IsDebugClient
 from common.errors import DomainError, NotFound, error_responses
-from releases.evals.runs import conversation_test_run_start, run_report
 from releases.models import ConversationTestRun, ConversationTestRunSource, ConversationTestRunStatus
+from releases.public import conversation_test_run_start, run_report
 from tenants.models import TenantRight
 from tenants.public import ApiClient
 

@@ -20,8 +20,7 @@ from rest_framework import status
 from chat.intake import TextTooLong, principal_is_staff
 from common.errors import DomainError
 from conversations.public import TurnInput
-from routing import snapshot
-from routing.specs import ProfileSpec
+from routing.public import ProfileSpec, Snapshot, snapshot_current
 from tenants.models import Tenant, TenantRight
 from tenants.public import ApiClient, tenant_right_held
 
@@ -79,15 +78,13 @@ def draft_check(*, principal: Any, tenant: Tenant, version: Version, field_name:
         raise DraftForbidden(message, fields={field_name: [message]})
 
 
-def draft_profile(
-    agent_id: str, current: snapshot.Snapshot | None = None, *, field_name: str = "version"
-) -> ProfileSpec:
+def draft_profile(agent_id: str, current: Snapshot | None = None, *, field_name: str = "version") -> ProfileSpec:
     """The draft of ``agent_id`` as a turn runs it; raises :class:`DraftDisabled`.
 
     A draft unchanged since the release is the released spec itself in the snapshot; the turn gets a copy whose
     ``version`` is ``None``, so that what it stores and what a worker rebuilds say "the draft" all the same.
     """
-    draft = (current or snapshot.current()).profile(agent_id, draft=True)
+    draft = (current or snapshot_current()).profile(agent_id, draft=True)
     if draft is None:
         message = ERROR_DRAFT_DISABLED.format(agent_id=agent_id)
         raise DraftDisabled(message, fields={field_name: [message]})

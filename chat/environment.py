@@ -16,13 +16,13 @@ from typing import Any
 
 from django.conf import settings
 
-from agents.llm import key_held, key_variable, llm_configured, router_llm_separate
 from agents.models import McpServer
+from agents.public import key_held, key_variable, llm_configured, router_llm_separate
 from common.endpoints import endpoint_mask
 from common.infra.tracing import tracing_settings
 from conversations.public import SECRET_MASK, is_secret_key, mask_secrets
 from platform import env
-from routing import snapshot
+from routing.public import snapshot_current
 
 # Settings shown by their prefix, so that what observability adds (OTLP, metrics, webhooks) shows without a change
 # here; masked like the rest.
@@ -98,7 +98,7 @@ def _profiles() -> list[dict[str, Any]]:
             "key_variable": key_variable(profile),
             "key_set": key_held(profile),
         }
-        for profile in snapshot.current().profiles.values()
+        for profile in snapshot_current().profiles.values()
     ]
 
 

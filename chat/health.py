@@ -32,7 +32,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.llm import llm_configured
+from agents.public import llm_configured
 from chat.intake import principal_is_staff
 from common.checks import pushes_split
 from common.endpoints import endpoint_mask
@@ -40,7 +40,7 @@ from common.errors import ERROR_SERVICE_UNAVAILABLE, RETRY_AFTER_SECONDS, error_
 from common.infra.outages import database_circuit, database_outage_evident, database_select_one
 from common.outbound import outbound_async_client
 from platform.serve import PUSHES_SPLIT_HINT
-from routing import snapshot
+from routing.public import snapshot_current
 
 # Seconds each check may take, all at once: the database (a pooled connection and SELECT 1), a Redis PING, an MCP
 # server's HTTP answer (any status: a frozen server does not answer at all). A load balancer's probe times out
@@ -127,7 +127,7 @@ async def health_checks(*, full: bool, staff: bool) -> tuple[int, dict[str, Any]
     database = await sync_to_async(_database_problem, thread_sensitive=False)()
     if database is not None:
         return _unavailable(database)
-    current = await sync_to_async(snapshot.current)()
+    current = await sync_to_async(snapshot_current)()
     servers = [server for server in current.servers.values() if server.enabled]
     redis_problem, *answered = await asyncio.gather(
         _redis_problem(), *(_answers(server.endpoint) for server in servers)

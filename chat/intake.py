@@ -37,15 +37,16 @@ from common.errors import (
 )
 from common.text import whole_number
 from conversations.public import HOPS_HEADER, TurnInput, identifier_pseudonym, language_asked, new_session_id
-from routing import snapshot
-from routing.rollout import (
+from routing.public import (
     COHORT_MULTI_AGENT,
     COHORT_SINGLE_AGENT,
     MULTI_AGENT_FLAG,
     REASON_UNKNOWN_FLAG,
+    ProfileSpec,
+    Snapshot,
     flag_evaluate,
+    snapshot_current,
 )
-from routing.specs import ProfileSpec
 from tenants.models import Tenant, TenantRight
 from tenants.public import (
     ApiClient,
@@ -355,11 +356,11 @@ ESCAPED_TEXT_CHARACTER = 12
 MESSAGE_BODY_ROOM = 16_384
 
 
-def message_body_limit(current: snapshot.Snapshot | None = None) -> int:
+def message_body_limit(current: Snapshot | None = None) -> int:
     """The longest body a message can have: its text within the largest limit of a profile, its context within
     ``API_MAX_CONTEXT_BYTES``, every character written with JSON's widest escape. A longer body is refused by its
     length, before it is parsed (the message routes' ``body_limit``)."""
-    current = current or snapshot.current()
+    current = current or snapshot_current()
     text = max((profile.max_input_chars for profile in current.profiles.values()), default=0)
     text = max(text, settings.MAX_INPUT_CHARS)
     return ESCAPED_CONTEXT_BYTE * settings.API_MAX_CONTEXT_BYTES + ESCAPED_TEXT_CHARACTER * text + MESSAGE_BODY_ROOM
@@ -405,9 +406,9 @@ def tenant_resolve(
     return tenant
 
 
-def profile_get(agent_id: str, current: snapshot.Snapshot | None = None) -> ProfileSpec:
+def profile_get(agent_id: str, current: Snapshot | None = None) -> ProfileSpec:
     """The enabled profile ``agent_id`` from the compiled snapshot; raises :class:`UnknownProfile`."""
-    profile = (current or snapshot.current()).profiles.get(agent_id)
+    profile = (current or snapshot_current()).profiles.get(agent_id)
     if profile is None:
         message = ERROR_UNKNOWN_AGENT.format(agent_id=agent_id)
         raise UnknownProfile(message, fields={"agent_id": [message]})
@@ -440,7 +441,7 @@ def turn_input_build(
     tenant: Tenant,
     message: MessageIn,
     route: Route,
-    current: snapshot.Snapshot | None = None,
+    current: Snapshot | None = None,
     hops: int = 0,
     counted: bool = True,
     accept_language: str | None = None,
@@ -455,7 +456,7 @@ def turn_input_build(
     the rollout flag places a message that names no user by (the A2A face's ``a2a_anonymous_bucket``), and the
     ``origin`` the client reached (:func:`request_origin`: the answer's links point there). Nothing is stored.
     Call :func:`route_check` first for a client's route."""
-    current = current or snapshot.current()
+    current = current or snapshot_current()
     profile = profile_get(message.agent_id, current)
     limit = profile.max_input_chars
     if len(message.text) > limit:
@@ -493,7 +494,7 @@ def identifier_stored(identifier: str) -> str:
     return identifier_pseudonym(identifier, key=settings.SECRET_KEY)
 
 
-def rollout_apply(turn_input: TurnInput, current: snapshot.Snapshot, route: Route, *, bucket: str = "") -> TurnInput:
+def rollout_apply(turn_input: TurnInput, current: Snapshot, route: Route, *, bucket: str = "") -> TurnInput:
     """The ``multi_agent`` rollout flag, on every face.
 
     The rollout route: the ``multi_agent`` cohort gets the multi-agent graph, everyone else the single-agent

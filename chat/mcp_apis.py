@@ -15,13 +15,13 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from agents.mcp import AttachmentScope, Endpoint, attachment_read, attachments_for, tool_call
+from agents.public import AttachmentScope, Endpoint, attachment_read, attachments_for, tool_call
 from chat.asyncapi import AsyncAPIView
 from chat.intake import principal_is_staff, request_origin
 from chat.permissions import IsDebugClient
 from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound, error_body, error_responses
-from routing import snapshot
+from routing.public import snapshot_current
 from tenants.models import TenantRight
 from tenants.public import ApiClient, ApiKeyAuthentication, tenant_right_held, tenant_right_held_anywhere
 
@@ -37,7 +37,7 @@ class McpToolsApi(AsyncAPIView):
         responses={200: OpenApiResponse(description="The tools"), **error_responses(401, 403, 429, 503)},
     )
     async def get(self, request):
-        current = await sync_to_async(snapshot.current)()
+        current = await sync_to_async(snapshot_current)()
         return Response(
             {
                 "tools": [
@@ -73,7 +73,7 @@ class McpCallApi(AsyncAPIView):
         },
     )
     async def post(self, request, tool: str):
-        current = await sync_to_async(snapshot.current)()
+        current = await sync_to_async(snapshot_current)()
         spec = current.tools.get(tool)
         if spec is None:
             raise NotFound(

@@ -34,16 +34,14 @@ from conversations.models import (
 )
 from conversations.saved_test_drafts import conversation_test_draft, decision_draft, message_draft
 from conversations.timeline import conversation_timeline
-from routing.conversation_tests.drafts import (
+from routing.public import (
+    RoutingTestDraft,
     conversation_test_add_url,
     conversation_test_may_add,
-)
-from routing.routing_test_drafts import (
-    RoutingTestDraft,
+    frames_told,
     test_case_add_url,
     test_case_may_add,
 )
-from routing.stack_explained import frames_told
 from tenants.public import ReadableTenantFilter, TenantScopedAdminMixin
 
 ADD_TEST_CASE_LABEL = "Add as routing test case"

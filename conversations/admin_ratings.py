@@ -24,8 +24,7 @@ from django.utils.safestring import SafeString, mark_safe
 from common.adminkit import ReadOnlyAdminMixin
 from conversations.feedback import feedback_with_turn
 from conversations.models import FeedbackRating, MessageFeedback
-from routing.conversation_tests.drafts import conversation_test_may_add
-from routing.router import Method
+from routing.public import Method, conversation_test_may_add
 from tenants.public import ReadableTenantFilter, TenantScopedAdminMixin
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from conversations.turn import Turn
 from conversations.turn_store import recent_paths
 from handoffs.models import HandoffKind, HandoffStatus
 from handoffs.public import Move, move_check
-from routing.router import RouteDecision
+from routing.public import RouteDecision
 
 
 async def backend_answer_claim(turn: Turn) -> RouteDecision | None:

@@ -19,8 +19,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils.translation import gettext_lazy
 
-from agents.llm import llm_configured
-from agents.tool_summary import result_summary
+from agents.public import llm_configured, result_summary
 from common.events import Emit, emit_safely
 from common.i18n import say
 from common.infra import tracing
@@ -67,9 +66,7 @@ from handoffs.public import (
     move_check,
     stop_summary,
 )
-from routing.decide import COORDINATION_INTENT, delegation_active
-from routing.router import FALLBACK_INTENT, IntentSpec, PlanStep
-from routing.snapshot import Snapshot
+from routing.public import COORDINATION_INTENT, FALLBACK_INTENT, IntentSpec, PlanStep, Snapshot, delegation_active
 
 # In the conversation's language (common.i18n.say).
 NO_SPECIALIST_ANSWER = gettext_lazy("No specialist is available for this profile right now.")

@@ -19,13 +19,13 @@ from typing import Any
 
 from django.utils.translation import gettext_lazy
 
-from agents.escalation import EscalationSettings
+from agents.public import EscalationSettings
 from common.i18n import DEFAULT_LANGUAGE, say
 from common.language import LANGUAGES
 from conversations.models import Escalation, EscalationPriority, EscalationReason
 from handoffs.models import HandoffStatus
 from handoffs.public import REFUSED_NOT_ALLOWED, Move
-from routing.router import RouteDecision
+from routing.public import RouteDecision
 
 HUMAN_REQUEST = "human_request"  # the small-talk kind of "I want to talk to a person" (routing.small_talk)
 FALLBACK_METHOD = "fallback"

@@ -62,7 +62,7 @@ from conversations.supervisor import (
 )
 from conversations.tasks import specialist_step
 from platform.celery import app
-from routing.router import PlanStep
+from routing.public import PlanStep
 
 logger = logging.getLogger(__name__)
 

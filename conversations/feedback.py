@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from django.db import transaction
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
-from agents.escalation import EscalationSettings
+from agents.public import EscalationSettings
 from common.errors import DomainError
 from common.language import detect_language
 from conversations.desk.escalations import EscalationConflict, escalation_open, queue_position
@@ -34,7 +34,7 @@ from conversations.models import (
     RouteDecisionRecord,
 )
 from conversations.ratings import outcome_ratings_count
-from routing import snapshot as snapshots
+from routing.public import snapshot_current
 from tenants.public import TenantScope, tenant_scope_where
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def feedback_give(
 
 def _escalation_settings(conversation: Conversation) -> EscalationSettings:
     """The profile's people in the loop, as its released version says (a profile not served: its saved ones)."""
-    spec = snapshots.current().profiles.get(conversation.profile.agent_id)
+    spec = snapshot_current().profiles.get(conversation.profile.agent_id)
     return spec.escalation if spec is not None else EscalationSettings.from_json(conversation.profile.escalation)
 
 

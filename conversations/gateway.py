@@ -60,7 +60,7 @@ from common.infra.circuit import TRIAL, Circuit
 from common.outbound import outbound_async_client
 from conversations.models import BackendCall, BackendCallStatus
 from handoffs.public import Move
-from routing.specs import BackendSpec
+from routing.public import BackendSpec
 
 logger = logging.getLogger(__name__)
 

@@ -45,19 +45,22 @@ from django.conf import settings
 from django.db import connection
 from django.utils.translation import gettext_lazy
 
-from agents.generation import (
+from agents.public import (
+    ERROR_ANSWER,
     FINISH_LENGTH,
+    AttachmentScope,
     answer_fitted,
     answer_limit,
+    attachments_for,
     json_answer,
     json_text,
+    judge_asker,
     strings_mapped,
     strings_of,
+    text_tokens,
     text_within,
+    usage_counting,
 )
-from agents.llm import ERROR_ANSWER, judge_asker
-from agents.mcp import AttachmentScope, attachments_for
-from agents.usage import text_tokens, usage_counting
 from common.events import emit_safely
 from common.i18n import language_known, say
 from common.infra import tracing
@@ -138,12 +141,8 @@ from conversations.turn_store import (
 )
 from handoffs.models import PERSON, HandoffStatus
 from handoffs.public import stop_summary
-from routing import snapshot as snapshots
-from routing.decide import delegation_active
-from routing.goals.planner import FAILURE as GOAL_FAILED
-from routing.router import PlanStep, RouteDecision
-from routing.snapshot import Snapshot
-from routing.specs import ProfileSpec
+from routing.public import FAILURE as GOAL_FAILED
+from routing.public import PlanStep, ProfileSpec, RouteDecision, Snapshot, delegation_active, snapshot_current
 
 T = TypeVar("T")
 
@@ -303,7 +302,7 @@ async def _answered(turn: Turn) -> None:
         turn.agent = PERSON
         return
     decision = turn.decision
-    current = turn.input.snapshot or await sync_to_async(snapshots.current)()
+    current = turn.input.snapshot or await sync_to_async(snapshot_current)()
     if decision is not None and decision.is_plan:
         await supervisor_run(turn, current, decision.plan)
         return
@@ -414,7 +413,7 @@ async def supervisor_review(turn: Turn) -> None:
     if turn.escalation.ask is not None:
         return
     single = await _single_turn_review(turn) if turn.input.profile.review_single_turns else None
-    current = turn.input.snapshot or await sync_to_async(snapshots.current)()
+    current = turn.input.snapshot or await sync_to_async(snapshot_current)()
     supervision = turn.supervisor
     supervision.review = review_decision(
         supervision.judges, turn.input.profile.judges, side_effects=_side_effects(turn, current)
@@ -474,7 +473,7 @@ async def _single_turn_review(turn: Turn) -> dict[str, Any] | None:
         description = intent.description if intent else step.intent
         return (REVIEW_NOTE.format(intent=step.intent, description=description, agent=answered_by),)
 
-    current = turn.input.snapshot or await sync_to_async(snapshots.current)()
+    current = turn.input.snapshot or await sync_to_async(snapshot_current)()
     result = await review_loop(
         PlanResult(partials=[first]),
         run=parts_runner(turn, current, note),

@@ -32,7 +32,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils.translation import gettext_lazy
 
-from agents.passages import (
+from agents.public import (
     MIN_WORDS_HELD,
     NotedPassage,
     general_question,
@@ -43,8 +43,7 @@ from agents.passages import (
 )
 from common.i18n import say
 from knowledge.public import Considered, Retrieved, document_link, knowledge_retrieve
-from routing.small_talk import small_talk_read
-from routing.specs import ProfileSpec, SpecialistSpec
+from routing.public import ProfileSpec, SpecialistSpec, small_talk_read
 
 # In the customer's language (common.i18n.say).
 DONT_KNOW = gettext_lazy(

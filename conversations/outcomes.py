@@ -35,8 +35,8 @@ from django.db import transaction
 from django.db.models import Case, F, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.utils import timezone
 
-from agents.escalation import EscalationSettings
 from agents.models import AgentProfile
+from agents.public import EscalationSettings
 from common.text import phrase_found
 from conversations.desk.escalations import escalation_close
 from conversations.models import (
@@ -52,8 +52,7 @@ from conversations.models import (
     Outcome,
 )
 from conversations.ratings import ratings_counted
-from routing import snapshot as snapshots
-from routing.small_talk import small_talk_read
+from routing.public import small_talk_read, snapshot_current
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +101,7 @@ class ProfileRules:
 
 def profile_rules() -> list[ProfileRules]:
     """Every profile's rules (one query, plus the compiled snapshot)."""
-    served = snapshots.current().profiles
+    served = snapshot_current().profiles
     rules = []
     for pk, agent_id, escalation, closing_words in AgentProfile.objects.order_by("pk").values_list(
         "pk", "agent_id", "escalation", "closing_words"
@@ -306,7 +305,7 @@ def outcome_on_end(*, conversation: Conversation, now: dt.datetime | None = None
     escalation_close(conversation=conversation)
     if conversation.outcome != OPEN:
         return conversation.outcome
-    spec = snapshots.current().profiles.get(conversation.profile.agent_id)
+    spec = snapshot_current().profiles.get(conversation.profile.agent_id)
     words = spec.closing_words if spec is not None else tuple(conversation.profile.closing_words or ())
     reads = list(_deciding(Conversation.objects.filter(pk=conversation.pk)))
     counts = _decide(reads, closing_words=words, otherwise=SESSION_ENDED, now=now or timezone.now(), still=Q())

@@ -16,8 +16,7 @@ from typing import Any
 from django.utils.translation import gettext_lazy
 
 from common.i18n import say
-from routing.replies import NO, YES, Reply
-from routing.specs import ProfileSpec, ToolSpec
+from routing.public import NO, YES, ProfileSpec, Reply, ToolSpec
 
 GRANTED = "granted"
 DENIED = "denied"

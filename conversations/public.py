@@ -1,7 +1,7 @@
 """The door of ``conversations/`` (docs/architecture.md, "Doors"): what the faces, the releases and the analytics use
 of the engine — a turn and how to run one, the conversation store's reads and writes, the desk's escalations, the
-feedback, the judges, the guardrails' masks, the customer's data and the store's signals. Its models are imported
-from ``conversations.models``."""
+feedback, the judges, the guardrails' masks, the customer's data, the store's signals and the shape of its
+usage report. Its models are imported from ``conversations.models``."""
 
 from __future__ import annotations
 
@@ -79,7 +79,9 @@ from conversations.selectors import (
     usage_report,
 )
 from conversations.services import session_clear, session_end
+from conversations.signals import conversation_recounted, store_rows_deleted, store_rows_retiring
 from conversations.turn import LIMIT_ANSWER, LIMIT_MAX_TOKENS, ClaimTakenOver, Turn, TurnInput, TurnResult
+from conversations.usage_fields import USAGE_DESCRIPTION, USAGE_FIELDS
 
 __all__ = [
     "CONVERSATION_STATUSES",
@@ -97,6 +99,8 @@ __all__ = [
     "PASSED",
     "PRIORITY_WORDS",
     "SECRET_MASK",
+    "USAGE_DESCRIPTION",
+    "USAGE_FIELDS",
     "ClaimTakenOver",
     "Customer",
     "DeskTenant",
@@ -119,6 +123,7 @@ __all__ = [
     "conversation_group",
     "conversation_list",
     "conversation_messages",
+    "conversation_recounted",
     "conversation_route_state",
     "conversation_status",
     "customer_erase",
@@ -163,6 +168,8 @@ __all__ = [
     "run_turn",
     "session_clear",
     "session_end",
+    "store_rows_deleted",
+    "store_rows_retiring",
     "stream_room",
     "turn_abandon",
     "turn_begin",

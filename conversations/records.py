@@ -40,7 +40,7 @@ from conversations.signals import conversation_recounted
 from conversations.supervisor import gap_text
 from handoffs.models import Handoff
 from handoffs.public import Move, handoff_rows, moves_kinds
-from routing.router import RouteDecision
+from routing.public import RouteDecision
 
 RESULT_NOTE_KIND = "sub_conversation_result"
 

@@ -31,13 +31,25 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
 
-from agents.generation import ANSWER_CHARS_ASKED, Generation
-from agents.llm import ERROR_ANSWER, TOOL_DATA_NOTE, provider_for, tool_data
-from agents.mcp import STATUS_OK, Endpoint, ToolResult, arguments_from_context, tool_call
-from agents.passages import SEARCH_KNOWLEDGE, SEARCH_KNOWLEDGE_DEFINITION
-from agents.permission_notes import declined_tool
-from agents.remember_tool import REMEMBER_TOOL, remember_definition
-from agents.usage import reply_tokens
+from agents.public import (
+    ANSWER_CHARS_ASKED,
+    ERROR_ANSWER,
+    REMEMBER_TOOL,
+    SEARCH_KNOWLEDGE,
+    SEARCH_KNOWLEDGE_DEFINITION,
+    STATUS_OK,
+    TOOL_DATA_NOTE,
+    Endpoint,
+    Generation,
+    ToolResult,
+    arguments_from_context,
+    declined_tool,
+    provider_for,
+    remember_definition,
+    reply_tokens,
+    tool_call,
+    tool_data,
+)
 from common.events import Emit, emit_safely
 from common.i18n import say
 from common.infra import tracing
@@ -46,10 +58,17 @@ from conversations.knowledge_turn import KnowledgeTool, KnowledgeUse, knowledge_
 from conversations.memory.tool import facts_saved, remember_answer
 from conversations.permissions import permission_question
 from handoffs.public import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool
-from routing.replies import NO
-from routing.router import CompiledRouter
-from routing.small_talk import person_asked_in, small_talk_kind, small_talk_read
-from routing.specs import ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
+from routing.public import (
+    NO,
+    CompiledRouter,
+    ProfileSpec,
+    ServerSpec,
+    SpecialistSpec,
+    ToolSpec,
+    person_asked_in,
+    small_talk_kind,
+    small_talk_read,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -8,10 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from conversations.models import Message, MessageRole, RouteDecisionRecord
-from routing.conversation_tests.cases import MAX_TURNS as CONVERSATION_TEST_MAX_TURNS
-from routing.conversation_tests.drafts import ConversationTestDraft, conversation_test_expect
-from routing.expectations import ROUTING_TEST_MAX_TURNS
-from routing.routing_test_drafts import RoutingTestDraft, test_case_expect
+from routing.public import (
+    CONVERSATION_TEST_MAX_TURNS,
+    ROUTING_TEST_MAX_TURNS,
+    ConversationTestDraft,
+    RoutingTestDraft,
+    conversation_test_expect,
+    test_case_expect,
+)
 
 
 def _arrived_in(message: Message) -> tuple[str, str]:

@@ -12,9 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from routing.goals.planner import GOAL_AGENT
-from routing.replies import Reply
-from routing.stack import CLARIFICATION, DELEGATION, PERMISSION, Frame, StackStep
+from routing.public import CLARIFICATION_FRAME, DELEGATION, GOAL_AGENT, PERMISSION, Frame, Reply, StackStep
 
 
 @dataclass
@@ -44,7 +42,7 @@ class TurnStack:
         if pending:
             read = pending.get("intent_output") or {}
             name = f"{read.get('primary_domain', '')}.{read.get('goal', '')}".strip(".")
-            frames.append(Frame(kind=CLARIFICATION, name=name, agent=GOAL_AGENT))
+            frames.append(Frame(kind=CLARIFICATION_FRAME, name=name, agent=GOAL_AGENT))
         if self.sub_conversation:
             specialist = str(self.sub_conversation.get("specialist", ""))
             frames.append(Frame(kind=DELEGATION, name=specialist, agent=specialist))

@@ -17,23 +17,31 @@ from typing import Any
 from django.utils import timezone, translation
 from django.utils.translation import gettext
 
-from agents.permission_notes import permission_note
+from agents.public import permission_note
 from common.i18n import language_known
 from conversations.permissions import DENIED, GRANTED, permission_reply
 from conversations.turn import Turn
 from handoffs.models import HandoffKind
-from routing.repairs import ALREADY_TOLD, CANCEL, CORRECT, REPEAT, SKIP, Repair, marks_digression, skips_the_question
-from routing.replies import NO, Reply
-from routing.router import RouteDecision
-from routing.stack import (
+from routing.public import (
+    ALREADY_TOLD,
+    CANCEL,
+    CORRECT,
     DELEGATION,
+    NO,
     PERMISSION,
+    REPEAT,
+    SKIP,
     STATE,
     STORED_KINDS,
     Frame,
+    Repair,
+    Reply,
+    RouteDecision,
     StackStep,
     conversation_decide,
     is_question,
+    marks_digression,
+    skips_the_question,
 )
 
 _QUESTION = re.compile(r"[^.!?\n]*\?")

@@ -25,7 +25,7 @@ from conversations.goals.turn import goal_claim
 from conversations.memory.stage import memory_begin, memory_persist, memory_settle
 from conversations.stack_turn import permission_claim
 from conversations.turn import Turn
-from routing.router import RouteDecision
+from routing.public import RouteDecision
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,10 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from agents.generation import Generation
-from agents.mcp import ToolResult, attachment_scope
+from agents.public import Generation, ToolResult, attachment_scope
 from conversations.guardrails import MaskVault
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, tools_for_turn
-from routing.snapshot import Snapshot
+from routing.public import Snapshot
 
 logger = logging.getLogger(__name__)
 

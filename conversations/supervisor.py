@@ -18,17 +18,13 @@ from typing import Any
 from django.utils.translation import gettext_lazy
 from pydantic import BaseModel, Field
 
-from agents.generation import Generation
-from agents.llm import OpenAICompatibleModel, llm_configured
-from agents.usage import KIND_REVIEW, KIND_SYNTHESIS, usage_record
+from agents.public import KIND_REVIEW, KIND_SYNTHESIS, Generation, OpenAICompatibleModel, llm_configured, usage_record
 from common.i18n import say
 from common.infra import tracing
 from common.language import LANGUAGES
 from conversations.history import HistoryEntry
 from conversations.runtime import SpecialistOutcome, SpecialistRequest, specialist_run
-from routing.classifier import structured_answer
-from routing.router import PlanStep
-from routing.specs import ProfileSpec
+from routing.public import PlanStep, ProfileSpec, structured_answer
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any
 from celery import Task, signals
 from django.conf import settings
 
-from agents.mcp import AttachmentScope, Endpoint, attachments_for, tool_call
+from agents.public import AttachmentScope, Endpoint, attachments_for, tool_call
 from common.infra import tracing
 from common.infra.metrics import celery_task_observe, metrics_serve, multiprocess_dir, process_dead
 from conversations.customer_data import retention_purge_all
@@ -31,7 +31,7 @@ from conversations.outcomes import outcomes_close as outcomes_decide
 from conversations.runtime import specialist_run
 from conversations.steps import outcome_as_dict, partial_send, request_from_payload
 from platform.celery import app
-from routing.snapshot import current
+from routing.public import snapshot_current
 
 logger = logging.getLogger(__name__)
 _loop_lock = threading.Lock()
@@ -55,7 +55,7 @@ def _warm(**_kwargs: object) -> None:
     which also spares the children copies of the pages a collection would write."""
     from common.infra.heap import heap_settle
     from common.language import language_model_warm
-    from routing.snapshot import snapshot_warm
+    from routing.public import snapshot_warm
 
     language_model_warm()
     snapshot_warm()
@@ -124,7 +124,7 @@ def specialist_step(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
 def _specialist_step(payload: dict[str, Any]) -> dict[str, Any]:
 
     loop = _worker_loop()
-    request = request_from_payload(payload, current())
+    request = request_from_payload(payload, snapshot_current())
     answer: dict[str, Any]  # {"status", "error"} or {"status", "outcome"}, read by conversations.fanout
     if request is None:
         answer = {"status": "error", "error": "unknown or disabled specialist"}

@@ -28,7 +28,7 @@ from conversations.models import (
     ToolCall,
 )
 from handoffs.models import Handoff
-from routing.stack_explained import StackExplained, stack_explained
+from routing.public import StackExplained, stack_explained
 
 TURNS_SHOWN = 50
 

@@ -12,9 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agents.generation import Generation
-from agents.llm import llm_configured
-from agents.usage import KIND_ANSWER, TurnUsage
+from agents.public import KIND_ANSWER, Generation, TurnUsage, llm_configured
 from common.events import Emit
 from common.sizes import json_size, limit_hit
 from conversations.chain_part import TurnChain
@@ -33,9 +31,7 @@ from conversations.store_part import TurnStore
 from conversations.supervisor import PlanResult, TurnSupervision
 from handoffs.models import HandoffKind
 from handoffs.public import Move
-from routing.router import SUPERVISOR_ROUTE, RouteDecision
-from routing.snapshot import Snapshot
-from routing.specs import ProfileSpec
+from routing.public import SUPERVISOR_ROUTE, ProfileSpec, RouteDecision, Snapshot
 
 # The limits the graph sets on what reaches the customer (metadata.limits): a tool's output, the answer, the answer
 # with its metadata (the response the faces return and the stored message).

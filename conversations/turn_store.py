@@ -18,7 +18,7 @@ import orjson
 from django.conf import settings
 from django.db import connection, transaction
 
-from agents.usage import other_models
+from agents.public import other_models
 from common.infra import metrics
 from common.sizes import json_bounded, json_size, limit_hit
 from conversations import ordering
@@ -49,16 +49,16 @@ from conversations.turn import (
     TurnInput,
 )
 from handoffs.models import PERSON, Handoff, HandoffKind, HandoffStatus
-from routing import snapshot as snapshots
-from routing.decide import delegation_active
-from routing.rollout import (
+from routing.public import (
     COHORT_MULTI_AGENT,
     COHORT_SINGLE_AGENT,
     MULTI_AGENT_FLAG,
     REASON_BUCKET,
     REASON_CONVERSATION,
+    delegation_active,
+    frames_read,
+    snapshot_current,
 )
-from routing.stack import frames_read
 
 RESPONSE_RESERVE_BYTES = 1024  # of RESPONSE_MAX_BYTES, kept for the envelope's keys and the response's own hit
 
@@ -200,7 +200,7 @@ def rollout_serve(turn: Turn) -> None:
     customers' turns on the live version: an editor trying the draft keeps the draft."""
     cohort_keep(turn)
     data = turn.input
-    current = data.snapshot or snapshots.current()
+    current = data.snapshot or snapshot_current()
     rollout = current.rollouts.get(data.profile.agent_id)
     live = current.released.get(data.profile.agent_id)
     if rollout is None or live is None or data.profile.version != live:

@@ -14,8 +14,8 @@ from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 
-from agents.knowledge_settings import validate_tags  # the tags' form, shared with the knowledge settings
 from agents.models import validate_language
+from agents.public import validate_tags  # the tags' form, shared with the knowledge settings
 
 EDIT_PERMISSION = "knowledge.edit_knowledge"
 

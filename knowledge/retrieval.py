@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from django.urls import reverse
 
-from agents.passages import MIN_WORDS_HELD, content_words, held_in, stems_of
+from agents.public import MIN_WORDS_HELD, content_words, held_in, stems_of
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search
 

@@ -37,7 +37,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Count, Exists, Q, Sum
 
-from agents.passages import STEM_CHARS, content_words
+from agents.public import STEM_CHARS, content_words
 from common.config_version import config_version, local_generation
 from common.text import fold
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord

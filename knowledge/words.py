@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from agents.passages import STEM_CHARS, content_words
+from agents.public import STEM_CHARS, content_words
 from common.text import fold
 
 MAX_WORD_CHARS = 64
@@ -39,7 +39,7 @@ def words_counted(passages: Iterable[tuple[str, str]]) -> Counter[str]:
 
 
 def question_words(question: str) -> dict[str, str]:
-    """The words of ``question`` that tell what it is about (:func:`agents.passages.content_words`: folded, common
+    """The words of ``question`` that tell what it is about (:func:`agents.public.content_words`: folded, common
     and short words left out), by their stems, in order, each as the question first wrote it: the unit the analytics
     group unanswered questions by."""
     words: dict[str, str] = {}

@@ -21,8 +21,7 @@ tracing_setup()  # traces exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is
 # it, and in the trace a caller's W3C traceparent names (common/infra/tracing.py).
 from django.core.handlers.asgi import ASGIHandler as DjangoASGIHandler  # noqa: E402
 
-from chat.a2a import PREFIX as A2A_PREFIX  # noqa: E402
-from chat.a2a import a2a_application  # noqa: E402
+from chat.public import A2A_PREFIX, a2a_application  # noqa: E402
 from common.infra import stock_paths  # noqa: E402
 from common.infra.tracing import RemoteParentApp  # noqa: E402
 from platform.gate import RequestGate  # noqa: E402
@@ -52,7 +51,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
-from chat.routing import websocket_urlpatterns  # noqa: E402
+from chat.public import websocket_urlpatterns  # noqa: E402
 from platform.errors import websocket_not_found  # noqa: E402
 from platform.websocket_security import BrowserOriginValidator  # noqa: E402
 

@@ -5,7 +5,7 @@
   query value (:func:`common.endpoints.endpoints_masked_in`); in a path without a host (an access line) the
   credentials in the query string (``?key=``, ``token=``, ``sig=``, ``api_key=``…) become ``***``; bearer tokens
   become ``***``; personal data (CPF, CNPJ, card, e-mail, phone) becomes the labels the engine stores
-  (``[PHONE]``, ``[CARD ••••1111]``), found by the engine's own detectors (:func:`conversations.guardrails.redact`).
+  (``[PHONE]``, ``[CARD ••••1111]``), found by the engine's own detectors (:func:`common.masking.redact`).
   A line with no digit, ``@``, ``=`` or token word is let through untouched, so the per-request lines cost one scan.
   Measured (``bench/log_redaction_cost.py``, a loaded 2-core machine): the URL step costs 2–4 µs on an HTTP
   client's request line, 9–22 µs when the URL has credentials to mask; the whole filter 23–70 µs a line with
@@ -16,8 +16,8 @@
 * :func:`uvicorn_log_config` — uvicorn's own logging configuration with :class:`RedactFilter` on its handlers
   (``platform.serve`` passes it to every worker).
 
-This module stands at the top of ``platform/`` (it imports the engine's masking); the settings and the Celery
-app name it by its dotted path or import it lazily.
+This module stands at the top of ``platform/`` (it masks what the engine's guardrails mask); the settings and the
+Celery app name it by its dotted path or import it lazily.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from common.endpoints import endpoints_masked_in
-from conversations.guardrails import SECRET_MASK, redact
+from common.masking import SECRET_MASK, redact
 
 # A query parameter whose value is a credential: key, api_key, apiKey, token, access_token, password, secret…
 _SECRET_QUERY = re.compile(

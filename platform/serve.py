@@ -91,7 +91,7 @@ def worker(host: str, port: int, access_log: bool) -> None:
     # worker at once after a deploy), while the others answer.
     config.load()
     from common.infra.heap import heap_settle
-    from routing.snapshot import snapshot_warm
+    from routing.public import snapshot_warm
 
     snapshot_warm()
     heap_settle()  # what the start loaded stays out of the collector's full passes (common/infra/heap.py)

@@ -59,10 +59,8 @@ from releases.versions import (
     served_draft_publish,
     version_publish,
 )
-from routing.documents import profile_documents
 from routing.models import RoutingVersion
-from routing.rollout_plans import PLAN_SETTINGS, plan_errors, plan_fingerprint
-from routing.selectors import live_version
+from routing.public import PLAN_SETTINGS, live_version, plan_errors, plan_fingerprint, profile_documents
 
 ERROR_NOT_PENDING = "This request was {status} already: nothing to decide."
 ERROR_DECLINE_NOTE = "Say why you decline it: the requester reads your note."

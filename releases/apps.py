@@ -12,7 +12,7 @@ class ReleasesConfig(AppConfig):
         from releases import checks  # noqa: F401  (registers system checks)
         from releases.models import ConversationTest, RolloutPlan, RoutingTestCase
         from releases.rollout.served import plans_served
-        from routing.snapshot import rollouts_source_set
+        from routing.public import rollouts_source_set
 
         # Rollout plans decide which conversations a candidate version serves: routing's snapshot reads them through
         # the reader handed to it here, and rebuilds when one changes.

@@ -59,9 +59,7 @@ import numpy as np
 from common.language import LANGUAGES, detect_language
 from common.text import normalize
 from releases.routing_tests import Case
-from routing.background import OUT_OF_SCOPE, PREFIX
-from routing.examples import ExampleIndex, ExamplesMatch
-from routing.specs import ProfileSpec
+from routing.public import BACKGROUND_PREFIX, OUT_OF_SCOPE, ExampleIndex, ExamplesMatch, ProfileSpec
 
 WRONG_COST = 4.0  # a wrong route counts as four fallbacks
 MAX_WRONG_RATE = 0.03  # at most three samples in a hundred routed to the wrong intent, when a rule can keep to it
@@ -411,7 +409,7 @@ def calibration_samples(spec: ProfileSpec, cases: Sequence[Case]) -> list[Sample
     owners_of = np.searchsorted(index.starts, np.arange(len(index.texts)), side="right") - 1
     intents = len(index.intents)
     rows = _spread(np.flatnonzero(owners_of < intents), LEAVE_ONE_OUT_MAX)
-    own = np.flatnonzero(np.asarray([label == PREFIX + OUT_OF_SCOPE for label in index.classes])[owners_of])
+    own = np.flatnonzero(np.asarray([label == BACKGROUND_PREFIX + OUT_OF_SCOPE for label in index.classes])[owners_of])
     corpus = _spread(np.setdiff1d(np.flatnonzero(owners_of >= intents), own), CORPUS_SAMPLES)
     chosen = np.concatenate([rows, own, corpus])
     for row, left_out in zip(chosen, near_copies(index.texts, chosen), strict=True):
@@ -436,7 +434,7 @@ def keyword_conflicts(spec: ProfileSpec, *, examples: int = 3) -> list[dict[str,
     if index is None:
         return []
     owners = np.searchsorted(index.starts, np.arange(len(index.texts)), side="right") - 1
-    own = np.asarray([label == PREFIX + OUT_OF_SCOPE for label in index.classes])[owners]
+    own = np.asarray([label == BACKGROUND_PREFIX + OUT_OF_SCOPE for label in index.classes])[owners]
     taken: dict[tuple[str, str], list[str]] = {}
     for row in sorted(np.flatnonzero(owners >= len(index.intents)), key=lambda row: (not own[row], row)):
         text = index.texts[row]

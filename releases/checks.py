@@ -11,7 +11,7 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DatabaseError
 
 from releases.models import ROLLOUT_PLAN_ACTIVE, RolloutPlan
-from routing.checks import served_version_problems
+from routing.public import served_version_problems
 
 
 @register(Tags.security)

@@ -12,14 +12,7 @@ from django.core.exceptions import ValidationError
 from agents.models import AgentProfile
 from common.text import whole_number
 from releases.models import RoutingTestCase
-from routing.expectations import (
-    ROUTING_TEST_KEYS,
-    ROUTING_TEST_LIST_KEYS,
-    Where,
-    routing_test_input_limit,
-    routing_test_turns_problems,
-)
-from routing.forms import (
+from routing.public import (
     CONVERSATION_CHOICES,
     ERROR_EXPECT_CHOICE,
     ERROR_EXPECT_NOTHING,
@@ -29,14 +22,19 @@ from routing.forms import (
     NO_STATE,
     NOT_CHECKED,
     NOT_IN_DRAFT,
+    ROUTING_TEST_KEYS,
+    ROUTING_TEST_LIST_KEYS,
     SOURCE_FIELDS,
     TURNS_HELP,
     TURNS_LABEL,
     Choices,
     TurnsField,
+    Where,
     expect_choices,
     expect_field,
     key_word,
+    routing_test_input_limit,
+    routing_test_turns_problems,
     turn_where,
 )
 

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import models
 
 from releases.models import RoutingTestCase
-from routing.routing_test_drafts import RoutingTestDraft, name_unique, test_case_name
+from routing.public import RoutingTestDraft, name_unique, test_case_name
 
 
 def saved_name_unique(

@@ -21,12 +21,9 @@ from typing import Any
 from django.utils import timezone
 
 from agents.models import UsagePurpose
-from agents.services import usage_outside_turns
+from agents.public import usage_outside_turns
 from conversations.models import Conversation, RouteDecisionRecord
-from routing.decide import delegated_of, route_decide
-from routing.router import RouteDecision
-from routing.snapshot import current
-from routing.specs import ProfileSpec
+from routing.public import ProfileSpec, RouteDecision, delegated_of, route_decide, snapshot_current
 
 CHUNK = 2000
 
@@ -157,7 +154,7 @@ def impact_preview(
     ``message_id``, ``conversation_id``, ``conversation_key``, ``text``), the groups largest first. A message
     "routes differently" when the intent or the agent differs. Raises ``LookupError`` for an unknown profile.
     Called from synchronous code (the ORM reads between the chunks' decisions)."""
-    snapshot = current()
+    snapshot = snapshot_current()
     live_spec, draft_spec = snapshot.profile(agent_id), snapshot.profile(agent_id, draft=True)
     if live_spec is None or draft_spec is None:
         raise LookupError(f"No profile {agent_id!r}.")

@@ -18,22 +18,25 @@ from django.utils import timezone
 from common.fields import OrderedJSONField
 from common.language import LANGUAGES
 from common.outbound import validate_outbound_url
-from routing.conversation_tests.cases import EXPECT_KEYS as CONVERSATION_TEST_EXPECT_KEYS
-from routing.conversation_tests.cases import MAX_TURNS as CONVERSATION_TEST_MAX_TURNS
-from routing.conversation_tests.cases import NAME_MAX_CHARS as CONVERSATION_TEST_NAME_MAX
-from routing.conversation_tests.cases import conversation_test_problems, problem_text
-from routing.expectations import (
+from routing.models import RoutingVersion
+from routing.public import (
+    CONVERSATION_TEST_EXPECT_KEYS,
+    CONVERSATION_TEST_MAX_TURNS,
+    CONVERSATION_TEST_NAME_MAX,
     ROUTING_TEST_KEYS,
     ROUTING_TEST_MAX_TURNS,
     ROUTING_TEST_NAME_MAX,
+    conversation_test_problems,
+    default_rollout_guards,
+    default_rollout_stages,
+    plan_errors,
+    problem_text,
     routing_test_expect_errors,
     routing_test_input_limit,
     routing_test_turns_problems,
+    stage_words,
     turns_where,
 )
-from routing.models import RoutingVersion
-from routing.rollout_plans import default_rollout_guards, default_rollout_stages, plan_errors
-from routing.rollout_words import stage_words
 
 # -- saved routing tests --------------------------------------------------------------
 # A profile's expected decisions for given messages; they run on the draft or any version (releases.routing_tests)

@@ -27,33 +27,44 @@ from django.utils import timezone
 from rest_framework import status
 
 from agents.models import AgentProfile, UsagePurpose
-from agents.services import model_usage_record
-from agents.usage import TurnUsage, usage_counting
+from agents.public import TurnUsage, model_usage_record, usage_counting
 from common.errors import DomainError, NotFound
 from conversations.public import language_decide
 from releases.configio.exporter import dump
 from releases.configio.source import Problems, Source, load
 from releases.models import RoutingTestCase
-from routing import snapshot
-from routing.decide import delegated_of, delegation_active, route_decide
-from routing.documents import profile_compile, profile_documents
-from routing.expectations import (
+from routing.models import RoutingVersion
+from routing.public import (
+    DELEGATION,
+    GENERAL,
+    GOAL_AGENT,
+    GOAL_METHOD,
+    GOAL_MODE,
     ROUTING_TEST_CONVERSATION_KEYS,
     ROUTING_TEST_EXPECT_KEYS,
     ROUTING_TEST_KEYS,
     ROUTING_TEST_LIST_KEYS,
+    STATE,
+    STORED_KINDS,
+    Frame,
+    ProfileSpec,
+    RouteDecision,
+    StackStep,
+    backends_load,
+    conversation_decide,
+    delegated_of,
+    delegation_active,
+    flow_of,
+    goal_decide,
+    live_version,
+    profile_compile,
+    profile_documents,
+    route_decide,
     routing_test_expect_problems,
     routing_test_input_limit,
     routing_test_turns_problems,
+    snapshot_current,
 )
-from routing.goals.decide import GENERAL, goal_decide
-from routing.goals.planner import GOAL_AGENT, GOAL_METHOD, GOAL_MODE
-from routing.models import RoutingVersion
-from routing.router import RouteDecision
-from routing.selectors import live_version
-from routing.specs import ProfileSpec
-from routing.stack import DELEGATION, STATE, STORED_KINDS, Frame, StackStep, conversation_decide
-from routing.stack_replay import flow_of
 
 CONCURRENCY = 8  # cases decided at once: the classifier or goal mode may call a model
 FIRST_FAILURES = 5  # failures kept in a summary and named in the gate's message
@@ -495,10 +506,10 @@ def routing_tests_spec(profile: Any, version: str | int = DRAFT) -> ProfileSpec:
     """The compiled profile to test: its draft, its live version (the draft when never published), or version N.
 
     Raises :class:`~common.errors.NotFound` for a version the profile does not have."""
-    backends = snapshot.backends_load([profile.pk]).get(profile.pk, {})  # not versioned: the saved ones
+    backends = backends_load([profile.pk]).get(profile.pk, {})  # not versioned: the saved ones
 
     if version == DRAFT:
-        spec = snapshot.current().profile(profile.agent_id, draft=True)
+        spec = snapshot_current().profile(profile.agent_id, draft=True)
         if spec is not None:
             return spec
         return profile_compile(
@@ -570,7 +581,7 @@ def routing_tests_gate(
     cases = routing_tests_saved(profile)
     if not cases:
         return GateOutcome(summary={})
-    backends = snapshot.backends_load([profile.pk]).get(profile.pk, {})
+    backends = backends_load([profile.pk]).get(profile.pk, {})
     spec = profile_compile(document, pk=profile.pk, backends=backends)
     run = routing_tests_run(spec, cases, purpose=UsagePurpose.PUBLISH_GATE)
     summary = run.summary()

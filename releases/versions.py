@@ -44,14 +44,13 @@ from django.utils import timezone
 from rest_framework import status
 
 from agents.models import MODEL_ENDPOINT_FIELDS, MODEL_ENDPOINT_PERMISSION, AgentProfile
-from agents.schemas import model_key_variable_refusal
+from agents.public import model_key_variable_refusal
 from common.config_version import config_version_bump
 from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound
 from releases.evals.gate import release_gate
-from routing.documents import document_complete, profile_documents
 from routing.models import ProfileRelease, RoutingVersion
-from routing.selectors import live_version
+from routing.public import document_complete, live_version, profile_documents
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
 UNSET: Any = object()  # based_on not given: publish whatever is live

@@ -29,10 +29,14 @@ from django.utils.formats import localize
 from django.utils.html import format_html, format_html_join
 from django.utils.timezone import localtime
 
-from agents.admin.mcp import servers_sync_messages
-from agents.admin.parts import SpecialistListFilter, specialist_choices
 from agents.models import AgentProfile, McpServer, McpTool, Specialist
-from agents.selectors import profile_translations_missing, specialist_translations_missing
+from agents.public import (
+    SpecialistListFilter,
+    profile_translations_missing,
+    servers_sync_messages,
+    specialist_choices,
+    specialist_translations_missing,
+)
 from common.adminkit import AdminExtension, ExtensibleAdmin, ReadOnlyAdminMixin, admin_extend
 from common.config_version import config_batch
 from common.forms import LinesField, PrettyJSONField, label_choices

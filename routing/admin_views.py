@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.views import View
 
 from agents.models import AgentProfile, UsagePurpose
-from agents.services import usage_outside_turns
+from agents.public import usage_outside_turns
 from routing import snapshot
 from routing.forms import LANGUAGE_NAMES, RoutePreviewForm
 from routing.models import Intent, StatePolicy

@@ -8,7 +8,7 @@ class RoutingConfig(AppConfig):
 
     def ready(self) -> None:
         from agents.models import AgentProfile, McpServer
-        from agents.signals import mcp_server_synced
+        from agents.public import mcp_server_synced
         from common.config_version import config_models_watch
         from common.history.registry import USER_ID_MASK, history_register
         from routing import checks  # noqa: F401  (registers system checks)

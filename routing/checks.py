@@ -9,7 +9,7 @@ from django.apps import AppConfig
 from django.core.checks import CheckMessage, Tags, Warning, register
 from django.db import DatabaseError
 
-from agents.schemas import HINT_KEY_VARIABLE, model_key_variable_refusal
+from agents.public import HINT_KEY_VARIABLE, model_key_variable_refusal
 from common.patterns import pattern_problem
 from platform import env
 from routing.models import Goal, ProfileRelease

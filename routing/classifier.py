@@ -22,8 +22,14 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
-from agents.llm import OpenAICompatibleModel, llm_configured, offline_pause, router_llm_separate
-from agents.usage import KIND_ROUTING, usage_record
+from agents.public import (
+    KIND_ROUTING,
+    OpenAICompatibleModel,
+    llm_configured,
+    offline_pause,
+    router_llm_separate,
+    usage_record,
+)
 from common.infra import tracing
 from common.text import normalize
 from routing.router import Classification, Classifier, IntentSpec

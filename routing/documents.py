@@ -14,10 +14,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from agents.escalation import EscalationSettings
-from agents.knowledge_settings import KnowledgeSettings, SpecialistKnowledge
 from agents.models import AgentProfile, McpTool, Specialist, SpecialistPrompt
-from agents.profile_settings import AS_IS, PROFILE_SETTINGS, ProfileSetting, served_before
+from agents.public import (
+    AS_IS,
+    PROFILE_SETTINGS,
+    EscalationSettings,
+    KnowledgeSettings,
+    ProfileSetting,
+    SpecialistKnowledge,
+    served_before,
+)
 from common.translations import translations_cleaned
 from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile

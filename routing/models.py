@@ -9,7 +9,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from agents.escalation import EscalationSettings, validate_team_name
+from agents.public import EscalationSettings, validate_team_name
 from common.history.registry import user_id_pseudonym
 from common.language import LANGUAGES
 from common.text import normalize

@@ -13,8 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agents.escalation import EscalationSettings
-from agents.knowledge_settings import KnowledgeSettings, SpecialistKnowledge
+from agents.public import EscalationSettings, KnowledgeSettings, SpecialistKnowledge
 from common.translations import Translations, translated, translated_only
 from routing.goals.planner import DEFAULT_CONFIDENCE_THRESHOLD, GoalCatalogue
 from routing.repairs import RepairWords

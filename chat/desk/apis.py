@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.selectors import ERROR_UNKNOWN_PROFILE, profile_pk
+from agents.public import ERROR_UNKNOWN_PROFILE, profile_pk
 from chat.desk.access import IsDeskClient, desk_tenant_ids, escalation_for, person_for
 from chat.intake import KnownFieldsSerializer, StrictCharField
 from common.errors import DomainError, error_responses

@@ -23,7 +23,7 @@ from django.shortcuts import render
 from chat.desk.access import ERROR_DESK_FORBIDDEN, desk_tenants, escalation_for
 from common.errors import NotFound
 from conversations.public import desk_snapshot, escalation_detail
-from routing import snapshot
+from routing.public import snapshot_current
 from tenants.models import TenantRight
 from tenants.public import tenant_right_held_anywhere
 
@@ -40,7 +40,7 @@ def desk_may_use(user: Any) -> bool:
 
 def desk_teams() -> list[str]:
     """Every team of the published profiles, sorted (the team filter's choices)."""
-    return sorted({team for profile in snapshot.current().profiles.values() for team in profile.escalation.teams})
+    return sorted({team for profile in snapshot_current().profiles.values() for team in profile.escalation.teams})
 
 
 @staff_member_required

@@ -46,7 +46,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.generation import Generation
+from agents.public import Generation
 from chat.idempotency import ERROR_NOT_ON_STREAMS, idempotency_key, idempotent
 from chat.idempotency import HEADER as IDEMPOTENCY_HEADER
 from chat.idempotency import PARAMETER as IDEMPOTENCY_KEY
@@ -98,7 +98,7 @@ from chat.openai.turns import (
 )
 from common.errors import DomainError
 from conversations.public import TurnInput, TurnResult, language_asked
-from routing import snapshot
+from routing.public import snapshot_current
 from tenants.public import ApiClient
 
 CHANNEL = "openai"
@@ -254,7 +254,7 @@ class ModelsApi(OpenAIView):
         },
     )
     async def get(self, request):
-        current = await sync_to_async(snapshot.current)()
+        current = await sync_to_async(snapshot_current)()
         owner = _tenant_slug(request)
         return Response({"object": "list", "data": [_model(agent_id, owner) for agent_id in sorted(current.profiles)]})
 
@@ -272,7 +272,7 @@ class ModelApi(OpenAIView):
         },
     )
     async def get(self, request, model: str):
-        current = await sync_to_async(snapshot.current)()
+        current = await sync_to_async(snapshot_current)()
         if model not in current.profiles:
             raise not_found("model", ERROR_UNKNOWN_MODEL.format(model=model), code="model_not_found")
         return Response(_model(model, _tenant_slug(request)))

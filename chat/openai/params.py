@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agents.generation import FORMAT_JSON_OBJECT, FORMAT_JSON_SCHEMA, FORMAT_TEXT, Generation, format_problem
+from agents.public import FORMAT_JSON_OBJECT, FORMAT_JSON_SCHEMA, FORMAT_TEXT, Generation, format_problem
 from chat.openai.errors import OpenAIError, invalid
 
 ERROR_UNKNOWN = "Unrecognized request argument supplied: {name}."

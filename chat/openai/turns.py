@@ -29,7 +29,7 @@ from urllib.parse import quote
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from agents.generation import FINISH_LENGTH, FINISH_STOP, Generation, max_chars
+from agents.public import FINISH_LENGTH, FINISH_STOP, Generation, max_chars
 from chat.openai.errors import ROUTE_HEADER, invalid
 from common.infra import tracing
 from conversations.public import (

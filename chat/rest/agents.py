@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from common.errors import error_responses
 from conversations.public import language_asked
-from routing import snapshot
+from routing.public import snapshot_current
 
 
 class AgentsApi(APIView):
@@ -21,7 +21,7 @@ class AgentsApi(APIView):
         },
     )
     def get(self, request):
-        current = snapshot.current()
+        current = snapshot_current()
         # Display names and descriptions in the client's language (Accept-Language), else each profile's own.
         asked = language_asked(request.headers.get("Accept-Language"))
         response = Response(

@@ -12,8 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.models import UsagePurpose
-from agents.services import model_usage_record
-from agents.usage import TurnUsage, usage_counting
+from agents.public import TurnUsage, model_usage_record, usage_counting
 from chat.asyncapi import AsyncAPIView
 from chat.drafts import draft_apply
 from chat.environment import effective_configuration
@@ -22,8 +21,7 @@ from chat.permissions import IsDebugClient
 from chat.rest.messages import GATEWAY_EXAMPLE, MESSAGE_ERRORS, MessageBody
 from common.errors import error_responses
 from conversations.public import TurnInput, conversation_goal_state, conversation_route_state
-from routing.decide import route_decide
-from routing.goals.decide import goal_decide
+from routing.public import goal_decide, route_decide
 from tenants.models import TenantRight
 
 VERSIONS = ("live", "draft")

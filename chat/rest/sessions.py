@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.selectors import ERROR_UNKNOWN_PROFILE, profile_pk
+from agents.public import ERROR_UNKNOWN_PROFILE, profile_pk
 from chat.asyncapi import AsyncAPIView
 from chat.intake import KnownParametersSerializer, StrictCharField, StrictSlugField, principal_is_staff, tenant_resolve
 from chat.negotiation import EventStreamNegotiation

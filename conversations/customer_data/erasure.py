@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Q
 
-from agents.mcp import attachment_keys, attachments_forget
+from agents.public import attachment_keys, attachments_forget
 from common.personal_data import customer_pseudonym
 from conversations.customer_data.registry import HOLDERS, ROOT, Customer, Erase, Holder, conversations_of
 from conversations.desk.escalations import escalation_close

@@ -27,7 +27,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents.escalation import EscalationSettings
+from agents.public import EscalationSettings
 from common.errors import DomainError, NotFound
 from conversations.delivery import CONVERSATION_EVENT, DESK_EVENT, conversation_group, desk_group, push_on_commit
 from conversations.escalation import EscalationAsk, notice
@@ -46,7 +46,7 @@ from conversations.ratings import outcome_ratings_count
 from conversations.signals import escalation_changed
 from handoffs.models import KIND_BITS, PERSON, Handoff, HandoffKind, HandoffStatus
 from handoffs.public import Move
-from routing import snapshot as snapshots
+from routing.public import snapshot_current
 
 ERROR_ESCALATION_NOT_FOUND = "No escalation with this id."
 ERROR_TAKEN = "{person} has already taken this conversation."
@@ -304,7 +304,7 @@ def escalation_open(*, conversation: Conversation, ask: EscalationAsk, summary: 
     locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
     if locked.escalation_id is not None:
         raise EscalationConflict(ERROR_ALREADY_WITH_PERSON)
-    profile = snapshots.current().profiles.get(locked.profile.agent_id)
+    profile = snapshot_current().profiles.get(locked.profile.agent_id)
     desk = profile.escalation.desk if profile is not None else ""
     escalation = escalation_new(
         conversation_id=locked.pk,
@@ -466,7 +466,7 @@ def escalation_hand_back(*, escalation_id: Any, person: Person, note: str = "") 
     _held_by(escalation, person)
     _end(escalation, EscalationStatus.RETURNED)
     conversation = escalation.conversation
-    profile = snapshots.current().profiles.get(escalation.profile.agent_id)
+    profile = snapshot_current().profiles.get(escalation.profile.agent_id)
     to_agent = conversation.active_specialist or (profile.fallback_agent if profile is not None else "")
     hand_back_move(
         escalation=escalation,
@@ -509,7 +509,7 @@ def _end(escalation: Escalation, status: str) -> None:
 
 def escalation_teams(escalation: Escalation) -> tuple[str, ...]:
     """The teams of the escalation's profile (its published settings; the stored ones for a profile not published)."""
-    profile = snapshots.current().profiles.get(escalation.profile.agent_id)
+    profile = snapshot_current().profiles.get(escalation.profile.agent_id)
     if profile is not None:
         return profile.escalation.teams
     return EscalationSettings.from_json(escalation.profile.escalation).teams

@@ -44,9 +44,8 @@ from django.db import DatabaseError, connections, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents.desks import SecretUnavailable, signing_secret
 from agents.models import ExternalDesk
-from agents.selectors import external_desk_get
+from agents.public import SecretUnavailable, external_desk_get, signing_secret
 from common.infra.bus import signed_headers
 from common.infra.circuit import Circuit
 from common.outbound import OutboundRefused, outbound_client

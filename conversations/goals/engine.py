@@ -45,20 +45,23 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from agents.llm import OpenAICompatibleModel, llm_configured, tool_data
-from agents.mcp import (
+from agents.public import (
+    KIND_ANSWER,
     STATUS_ERROR,
     STATUS_OK,
     STATUS_TIMEOUT,
     Endpoint,
+    OpenAICompatibleModel,
     ToolResult,
     attachment_scope,
-    runtime,
+    llm_configured,
+    mcp_runtime,
+    offline_words,
+    result_summary,
     tool_call,
+    tool_data,
+    usage_record,
 )
-from agents.offline_words import offline_words
-from agents.tool_summary import result_summary
-from agents.usage import KIND_ANSWER, usage_record
 from common.infra import tracing
 from common.language import detect_language
 from common.sizes import text_cut
@@ -70,8 +73,9 @@ from conversations.fanout import (
     results_collect,
 )
 from conversations.tasks import goal_step
-from routing.goals.planner import (
+from routing.public import (
     CLARIFICATION,
+    DEFAULT_LANGUAGE,
     FAILURE,
     LAST,
     LIMIT_PLAN_SECONDS,
@@ -86,13 +90,16 @@ from routing.goals.planner import (
     ExecutionStep,
     GoalCatalogue,
     PlanError,
+    ProfileSpec,
+    Snapshot,
+    in_language,
     limit_hit,
     plan_check,
     refs_resolve,
+    said,
+    turn_language,
+    words,
 )
-from routing.goals.words import DEFAULT_LANGUAGE, in_language, said, turn_language, words
-from routing.snapshot import Snapshot
-from routing.specs import ProfileSpec
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +228,7 @@ class ProcessSlots:
                 return None, True
             return semaphore, True
 
-        taking = asyncio.run_coroutine_threadsafe(take_there(), runtime.loop())
+        taking = asyncio.run_coroutine_threadsafe(take_there(), mcp_runtime.loop())
         try:
             return await asyncio.wrap_future(taking)
         except asyncio.CancelledError:  # the turn was cancelled: a slot taken meanwhile goes back
@@ -232,7 +239,7 @@ class ProcessSlots:
 
     def give(self, semaphore: asyncio.Semaphore | None) -> None:
         if semaphore is not None:
-            runtime.loop().call_soon_threadsafe(semaphore.release)
+            mcp_runtime.loop().call_soon_threadsafe(semaphore.release)
 
 
 process_slots = ProcessSlots()

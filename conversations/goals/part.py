@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.mcp import ToolResult
+from agents.public import ToolResult
 from conversations.goals.engine import PlanRun
-from routing.goals.decide import PLAN, GoalDecision
-from routing.goals.planner import FAILURE
+from routing.public import FAILURE, PLAN, GoalDecision
 
 
 @dataclass

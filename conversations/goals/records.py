@@ -20,7 +20,7 @@ from django.db.models import Model
 from django.utils import timezone
 
 from conversations.models import Conversation, GoalRun, GoalRunStatus, GoalStepRun, GoalStepStatus, Message
-from routing.goals.planner import GENERAL_DOMAIN
+from routing.public import GENERAL_DOMAIN
 
 logger = logging.getLogger(__name__)
 

@@ -30,26 +30,35 @@ from conversations.goals.engine import answer_write, outputs_combine, plan_execu
 from conversations.goals.part import GoalTurn
 from conversations.knowledge_turn import knowledge_answers
 from conversations.turn import Turn
-from routing import snapshot as snapshots
-from routing.decide import route_decide
-from routing.goals.decide import (
+from routing.public import (
+    CANCEL,
     CLARIFICATION,
+    CLARIFICATION_FRAME,
+    CORRECT,
+    FAILURE,
     GENERAL,
     LOW_CONFIDENCE,
+    MESSAGES,
     MISSING_ENTITY,
     PLAN,
+    REPAIR_INTENT,
+    REPEAT,
+    SKIP,
     SMALL_TALK,
+    Frame,
     GoalDecision,
+    Repair,
+    RouteDecision,
+    Snapshot,
+    StackStep,
+    after_phrases,
     ambiguity_pending,
+    candidate_choose,
     goal_decide,
+    route_decide,
+    said,
+    snapshot_current,
 )
-from routing.goals.planner import FAILURE, candidate_choose
-from routing.goals.words import MESSAGES, said
-from routing.repairs import CANCEL, CORRECT, REPEAT, SKIP, Repair, after_phrases
-from routing.router import RouteDecision
-from routing.snapshot import Snapshot
-from routing.stack import CLARIFICATION as CLARIFICATION_FRAME
-from routing.stack import REPAIR_INTENT, Frame, StackStep
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +156,7 @@ async def _documents_answer(turn: Turn, decision: GoalDecision) -> bool:
     que vocês mostram têm atraso?" reads as a quote without its stock, and the help centre says how late they are."""
     if decision.status != CLARIFICATION or (decision.clarification or {}).get("reason") != MISSING_ENTITY:
         return False
-    current = turn.input.snapshot or await sync_to_async(snapshots.current)()
+    current = turn.input.snapshot or await sync_to_async(snapshot_current)()
     profile = turn.input.profile
     return await knowledge_answers(
         profile=profile,

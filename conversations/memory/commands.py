@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agents.remember_tool import FACT_MAX_CHARS  # what one fact keeps of the customer's words
+from agents.public import FACT_MAX_CHARS  # what one fact keeps of the customer's words
 
 REMEMBER, FORGET, RECALL = "remember", "forget", "recall"
 HEAD_CHARS = 160  # the commands are read at the message's start (a recall question may follow a greeting)

@@ -32,7 +32,7 @@ from conversations.memory.summary import (
 from conversations.memory.tool import facts_saved
 from conversations.models import FactSource
 from conversations.turn import Turn
-from routing.router import RouteDecision
+from routing.public import RouteDecision
 
 logger = logging.getLogger(__name__)
 

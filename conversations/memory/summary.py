@@ -32,9 +32,14 @@ from typing import Any
 
 from django.db import connection
 
-from agents.llm import OpenAICompatibleModel, llm_configured
-from agents.remember_tool import FACT_MAX_CHARS, preference_stated
-from agents.usage import KIND_MEMORY, usage_record
+from agents.public import (
+    FACT_MAX_CHARS,
+    KIND_MEMORY,
+    OpenAICompatibleModel,
+    llm_configured,
+    preference_stated,
+    usage_record,
+)
 from common.infra import tracing
 from common.text import normalize
 from conversations.history import HistoryEntry, conversation_history

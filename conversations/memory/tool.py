@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from agents.mcp import STATUS_ERROR, STATUS_INVALID, STATUS_OK, ToolResult
-from agents.remember_tool import FACT_MAX_CHARS, REMEMBER_TOOL
+from agents.public import FACT_MAX_CHARS, REMEMBER_TOOL, STATUS_ERROR, STATUS_INVALID, STATUS_OK, ToolResult
 from common.infra.metrics import tool_call_observe
 
 REMEMBER_PER_RUN = 3

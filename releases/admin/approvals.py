@@ -36,9 +36,7 @@ from releases.approvals import (
 from releases.evals.gate import release_gate
 from releases.models import ReleaseKind, ReleaseRequest, ReleaseStatus
 from releases.versions import document_diff, may_approve
-from routing.rollout_plans import may_view_plans
-from routing.rollout_words import plan_settings_words, when_words
-from routing.selectors import live_version
+from routing.public import live_version, may_view_plans, plan_settings_words, when_words
 
 APPROVE, DECLINE, WITHDRAW = "approve", "decline", "withdraw"
 

@@ -45,8 +45,8 @@ from releases.evals.transfer import (
 )
 from releases.routing_tests import LoadReport, RoutingTestsFileError, routing_tests_load, routing_tests_parse
 from releases.versions import Change, document_diff, document_masked
-from routing.documents import profile_documents
 from routing.models import Intent, RoutingVersion
+from routing.public import profile_documents
 
 TESTS_PERMISSIONS = ("releases.add_routingtestcase", "releases.change_routingtestcase")
 YAML_SUFFIXES = (".yaml", ".yml")

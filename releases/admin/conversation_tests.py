@@ -24,7 +24,7 @@ from releases.evals.forms import ConversationTestForm
 from releases.from_messages import saved_name_unique
 from releases.models import ConversationTest, ConversationTestResult, ConversationTestRunStatus
 from releases.routing_tests import DRAFT, routing_tests_spec
-from routing.conversation_tests.drafts import conversation_test_draft_initial
+from routing.public import conversation_test_draft_initial
 
 TEST_FIELDS = ("profile", "name", "required", "enabled", "language", "source_message_id")
 EVERY_TURN_SECTION = "What every turn gets"

@@ -52,17 +52,20 @@ from releases.rollout.forms import GuardsField, StagesField
 from releases.rollout.guard import CANDIDATE, CONTROL
 from releases.versions import ApprovalRequired, needs_second_person, version_publish
 from routing.models import ProfileRelease, RoutingVersion
-from routing.rollout_plans import GUARD_METRICS, default_rollout_guards, default_rollout_stages, may_view_plans
-from routing.rollout_words import (
+from routing.public import (
+    GUARD_METRICS,
     actor_words,
+    default_rollout_guards,
+    default_rollout_stages,
     guard_words,
     history_words,
+    live_version,
+    may_view_plans,
     plan_stage_words,
     stage_words,
     stages_words,
     value_words,
 )
-from routing.selectors import live_version
 
 START = "start"
 COMMANDS = {

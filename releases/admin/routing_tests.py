@@ -41,9 +41,15 @@ from releases.routing_tests import (
     routing_tests_spec,
     value_text,
 )
-from routing.expectations import ROUTING_TEST_CONVERSATION_KEYS, ROUTING_TEST_EXPECT_KEYS, ROUTING_TEST_KEYS
-from routing.forms import SOURCE_FIELDS, expect_field, expect_keys_shown
-from routing.routing_test_drafts import test_case_may_add
+from routing.public import (
+    ROUTING_TEST_CONVERSATION_KEYS,
+    ROUTING_TEST_EXPECT_KEYS,
+    ROUTING_TEST_KEYS,
+    SOURCE_FIELDS,
+    expect_field,
+    expect_keys_shown,
+    test_case_may_add,
+)
 
 SHOW_ALL, SHOW_FAILED, SHOW_PASSED = "all", "failed", "passed"
 SHOWN = {SHOW_ALL: "All", SHOW_FAILED: "Failed", SHOW_PASSED: "Passed"}

@@ -67,12 +67,16 @@ from releases.versions import (
     version_publish,
     version_revert,
 )
-from routing.admin_views import may_publish
-from routing.documents import profile_documents
 from routing.models import PublishedFrom, RoutingVersion
-from routing.rollout_plans import may_view_plans
-from routing.rollout_words import plan_stage_words, stages_words, when_words
-from routing.selectors import live_version
+from routing.public import (
+    live_version,
+    may_publish,
+    may_view_plans,
+    plan_stage_words,
+    profile_documents,
+    stages_words,
+    when_words,
+)
 
 FORCE_PERMISSION = "routing.publish_failing_version"
 DRAFT, LIVE = "draft", "live"

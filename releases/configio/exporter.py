@@ -17,10 +17,8 @@ from typing import Any
 
 import yaml
 
-from agents.escalation import EscalationSettings
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
-from agents.profile_settings import Block, ProfileSetting, yaml_exported
-from agents.schemas import endpoint_exported
+from agents.public import EscalationSettings, ProfileSetting, YamlBlock, endpoint_exported, yaml_exported
 from common.endpoints import endpoint_mask
 from common.translations import translations_cleaned
 from routing.models import Capability, Goal, Intent, StatePolicy
@@ -129,7 +127,7 @@ def _profile(profile: AgentProfile) -> dict[str, Any]:
 _LEFT_OUT = object()  # a setting an export leaves out (:func:`_exported`)
 
 
-def _settings(profile: AgentProfile, block: Block) -> dict[str, Any]:
+def _settings(profile: AgentProfile, block: YamlBlock) -> dict[str, Any]:
     """The profile settings an export writes in ``block`` (agents.profile_settings), in their order, each as its kind
     says (:func:`_exported`); a mapping within the block (``llm:``, ``examples:``) at its first setting."""
     data: dict[str, Any] = {}

@@ -28,10 +28,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from agents.escalation import EscalationSettings
 from agents.models import AgentProfile, RoutingMode
-from agents.schemas import endpoint_exported, endpoint_kept
-from agents.selectors import external_desk_refusal
+from agents.public import EscalationSettings, endpoint_exported, endpoint_kept, external_desk_refusal
 from common.config_version import config_batch
 from common.text import normalize
 from releases.configio.fields import Parsed, Patch
@@ -59,9 +57,8 @@ from releases.configio.rights import rights_check
 from releases.configio.source import Node, Problems, Source, format_path, load
 from releases.configio.world import ImportReport, Plan, World
 from releases.configio.writer import Writer
-from routing.goals.manifest import ManifestError, goal_check
 from routing.models import Intent, Keyword
-from routing.services import ERROR_KEYWORD_TAKEN
+from routing.public import ERROR_KEYWORD_TAKEN, ManifestError, goal_check
 
 
 class ConfigImportError(Exception):

@@ -8,7 +8,7 @@ the same thing.
 
 from __future__ import annotations
 
-from agents.schemas import ERROR_ENDPOINT_MASKED
+from agents.public import ERROR_ENDPOINT_MASKED
 
 ERROR_READ = "cannot read the file: {problem}"
 ERROR_YAML_SYNTAX = "YAML syntax error: {problem}"

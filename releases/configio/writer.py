@@ -11,8 +11,7 @@ from typing import Any
 from django.db import models
 
 from agents.models import AgentProfile, McpServer, McpTool, Specialist, SpecialistPrompt
-from agents.schemas import expand_args_schema
-from agents.services import prompt_version_create
+from agents.public import expand_args_schema, prompt_version_create
 from common.text import normalize
 from releases.configio.fields import Patch
 from releases.configio.rights import Touch, touches

@@ -36,16 +36,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.offline_words import offline_words
-from agents.passages import content_words, words_held
-from agents.structured import SchemaTooCostly, schema_errors
+from agents.public import SchemaTooCostly, content_words, offline_words, schema_errors, words_held
 from common.language import detect_language
 from common.patterns import pattern_compiled
 from common.text import fold
 from conversations.public import unquoted
-from routing.conversation_tests.cases import JUDGE_KEY
-from routing.expectations import ROUTING_TEST_LIST_KEYS
-from routing.specs import ProfileSpec
+from routing.public import JUDGE_KEY, ROUTING_TEST_LIST_KEYS, ProfileSpec
 
 NOTHING = "(none)"
 GROUNDED_SHARE = 0.7  # of the answer's content words found in the passages it cites (or the customer's message)

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from releases.evals.run import CaseResult, Played, conversation_tests_run
-from routing.conversation_tests.cases import ConversationCase
-from routing.specs import ProfileSpec
+from routing.public import ConversationCase, ProfileSpec
 from tenants.models import Tenant
 
 STILL_PASSES, NOW_FAILS, NOW_PASSES, STILL_FAILS = "still passes", "now fails", "now passes", "still fails"

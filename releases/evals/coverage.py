@@ -14,10 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.language import LANGUAGES
-from routing.conversation_tests.cases import ConversationCase
-from routing.goals.planner import goal_label
-from routing.repairs import PATTERNS as REPAIR_PATTERNS
-from routing.specs import ProfileSpec
+from routing.public import REPAIR_PATTERNS, ConversationCase, ProfileSpec, goal_label
 
 INTENTS, GOALS, FLOWS, TOOLS, LANGUAGE, REPAIRS = "intents", "goals", "flows", "tools", "languages", "repairs"
 AREAS = (INTENTS, GOALS, FLOWS, TOOLS, LANGUAGE, REPAIRS)

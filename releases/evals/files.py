@@ -14,7 +14,7 @@ from releases.configio.exporter import dump
 from releases.configio.source import Node, Problems, Source, load
 from releases.models import ConversationTest
 from releases.routing_tests import InputLimit, LoadReport, profile_input_limit, tests_save_by_name
-from routing.conversation_tests.cases import ConversationCase, conversation_test_problems
+from routing.public import ConversationCase, conversation_test_problems
 
 FILE_KEYS = ("profile", "conversation_tests")
 MAX_TESTS = 2_000  # per file

@@ -26,17 +26,20 @@ from common.language import LANGUAGES
 from common.parsers import JsonTooDeep, NulCharacter, json_loads_limited
 from common.text import whole_number
 from releases.models import ConversationTest
-from routing.conversation_tests.cases import (
+from routing.public import (
     CHANNEL_MAX_CHARS,
-    EXPECT_KEYS,
+    CONVERSATION_TEST_EXPECT_KEYS,
+    CONVERSATION_TEST_MAX_TURNS,
+    EXPECT_WHAT,
     JUDGE_KEY,
     JUDGE_MAX_RUNS,
-    MAX_TURNS,
+    LANGUAGE_NAMES,
     RUBRIC_MAX_CHARS,
+    Where,
     conversation_test_problems,
+    expect_choices,
+    routing_test_input_limit,
 )
-from routing.expectations import Where, routing_test_input_limit
-from routing.forms import EXPECT_WHAT, LANGUAGE_NAMES, expect_choices
 
 TURN_PREFIX = "turn"
 # The expect keys with a field of their own in a turn's row (the field has the key's name), in the row's order.
@@ -102,7 +105,7 @@ class BoundedJSONField(forms.JSONField):
 
 
 def _more_field() -> BoundedJSONField:
-    others = [key for key in EXPECT_KEYS if key not in FIELD_KEYS and key != JUDGE_KEY]
+    others = [key for key in CONVERSATION_TEST_EXPECT_KEYS if key not in FIELD_KEYS and key != JUDGE_KEY]
     return BoundedJSONField(
         label="Other expectations",
         help_text=MORE_HELP.format(keys=", ".join(others)),
@@ -233,7 +236,7 @@ def expect_of(cleaned: Mapping[str, Any]) -> dict[str, Any]:
         expect[JUDGE_KEY] = judge | ({"runs": runs} if runs else {})
     for key, value in (cleaned.get(MORE_FIELD) or {}).items():
         expect.setdefault(key, value)
-    return {key: expect[key] for key in (*EXPECT_KEYS, *expect) if key in expect}
+    return {key: expect[key] for key in (*CONVERSATION_TEST_EXPECT_KEYS, *expect) if key in expect}
 
 
 def turn_initial(turn: Mapping[str, Any], *, answer_given: str = "") -> dict[str, Any]:
@@ -282,9 +285,9 @@ TurnFormSet = cast(
         formset=BaseTurnFormSet,
         extra=1,
         can_delete=True,
-        max_num=MAX_TURNS,
+        max_num=CONVERSATION_TEST_MAX_TURNS,
         validate_max=True,
-        absolute_max=MAX_TURNS + 1,
+        absolute_max=CONVERSATION_TEST_MAX_TURNS + 1,
     ),
 )
 

@@ -25,9 +25,7 @@ from common.errors import DomainError
 from releases.evals.files import conversation_tests_saved
 from releases.evals.run import CaseResult, SuiteRun, conversation_tests_run
 from releases.routing_tests import GateOutcome, forced_reason_checked, routing_tests_gate
-from routing import snapshot
-from routing.documents import profile_compile
-from routing.specs import ProfileSpec
+from routing.public import ProfileSpec, backends_load, profile_compile
 
 SUMMARY_KEY = "conversation_tests"  # where a version's test_summary keeps this gate's run
 SHOWN = 5  # failures named in a refusal
@@ -61,7 +59,7 @@ def gate_summary(run: SuiteRun) -> dict[str, Any]:
 
 def version_spec(profile: Any, document: Mapping[str, Any]) -> ProfileSpec:
     """``document`` compiled as the profile's version under test (its saved model backends)."""
-    backends = snapshot.backends_load([profile.pk]).get(profile.pk, {})
+    backends = backends_load([profile.pk]).get(profile.pk, {})
     return profile_compile(document, pk=profile.pk, backends=backends)
 
 

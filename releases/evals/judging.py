@@ -24,13 +24,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from agents.llm import judge_asker, llm_configured
+from agents.public import judge_asker, llm_configured
 from common.language import detect_language
 from common.text import normalize
 from conversations.public import FAILED, NOT_APPLICABLE, PASSED, JudgeCase, JudgeResult, LLMJudge, RuleBasedJudge
 from releases.evals.checks import folded
-from routing.conversation_tests.cases import Judge
-from routing.specs import ProfileSpec
+from routing.public import Judge, ProfileSpec
 
 MODEL, OFFLINE = "model", "offline"
 RUBRIC_PROMPT = (

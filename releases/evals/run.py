@@ -35,8 +35,7 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection, connections, transaction
 
-from agents.llm import llm_configured
-from agents.usage import TurnUsage, usage_counting
+from agents.public import TurnUsage, llm_configured, usage_counting
 from common.infra.statements import insert_statement, inserted, statement_cursor
 from common.processes import process_pool, processes_usable
 from common.rehearsal import rehearsing
@@ -45,9 +44,15 @@ from conversations.public import TurnInput, TurnResult, run_turn
 from knowledge.models import KnowledgePassage
 from releases.evals.checks import Cited, Failure, Observed, answer_framing, turn_checked
 from releases.evals.judging import Verdict, answer_judged
-from routing import snapshot
-from routing.conversation_tests.cases import JUDGE_KEY, CaseTurn, ConversationCase
-from routing.specs import ProfileSpec
+from routing.public import (
+    JUDGE_KEY,
+    CaseTurn,
+    ConversationCase,
+    ProfileSpec,
+    Snapshot,
+    snapshot_adopt,
+    snapshot_current,
+)
 from tenants.models import Tenant
 
 CONCURRENCY = 4  # tests played at once on PostgreSQL: a turn mostly waits on the database
@@ -325,7 +330,7 @@ def _played_apart(
             connections.close_all()  # what on_result opened in this thread
 
     with (
-        process_pool(processes - 1, ready=_process_ready, ready_args=(profile, tenant, snapshot.current())) as pool,
+        process_pool(processes - 1, ready=_process_ready, ready_args=(profile, tenant, snapshot_current())) as pool,
         ThreadPoolExecutor(max_workers=processes) as lanes,
     ):
         running = [lanes.submit(here), *(lanes.submit(there, lane, pool) for lane in range(1, processes))]
@@ -339,8 +344,8 @@ def _played_apart(
 _PLAYING: dict[str, Any] = {}
 
 
-def _process_ready(profile: ProfileSpec, tenant: Tenant | None, current: snapshot.Snapshot) -> None:
-    snapshot.adopt(current)  # the parent's, unless the configuration moved on since
+def _process_ready(profile: ProfileSpec, tenant: Tenant | None, current: Snapshot) -> None:
+    snapshot_adopt(current)  # the parent's, unless the configuration moved on since
     _PLAYING.update(profile=profile, tenant=tenant)
 
 
@@ -391,7 +396,7 @@ class _Isolated:
 
     atomic: transaction.Atomic
     tenant: Tenant
-    current: snapshot.Snapshot
+    current: Snapshot
 
 
 def _isolation_begin(tenant: Tenant | None, name: str) -> _Isolated:
@@ -400,7 +405,7 @@ def _isolation_begin(tenant: Tenant | None, name: str) -> _Isolated:
     atomic = transaction.atomic()
     atomic.__enter__()
     try:
-        return _Isolated(atomic, tenant or _tenant_made(name), snapshot.current())
+        return _Isolated(atomic, tenant or _tenant_made(name), snapshot_current())
     except BaseException:
         _isolation_end(atomic)
         raise
@@ -439,7 +444,7 @@ def _tenant_made(name: str) -> Tenant:
 
 
 async def _play(
-    profile: ProfileSpec, case: ConversationCase, tenant: Tenant, current: snapshot.Snapshot, played: list[TurnPlayed]
+    profile: ProfileSpec, case: ConversationCase, tenant: Tenant, current: Snapshot, played: list[TurnPlayed]
 ) -> None:
     session = f"{SESSION_PREFIX}{uuid.uuid4().hex[:12]}"
     for number, turn in enumerate(case.turns, 1):

@@ -34,7 +34,7 @@ from releases.evals.files import conversation_test_case
 from releases.evals.run import CaseResult, SuiteRun, conversation_tests_run
 from releases.models import ConversationTest, ConversationTestResult, ConversationTestRun, ConversationTestRunStatus
 from releases.routing_tests import DRAFT, LIVE, routing_tests_spec
-from routing.conversation_tests.cases import ConversationCase
+from routing.public import ConversationCase
 
 QUEUE_FROM = 20  # tests: a suite this large goes to a Celery worker where a broker is configured
 RUN_TASK = "releases.conversation_tests_run"

@@ -50,10 +50,7 @@ from releases.versions import (
     version_release,
 )
 from routing.models import RolloutFlag, RoutingVersion
-from routing.rollout import MULTI_AGENT_FLAG
-from routing.rollout_plans import plan_fingerprint
-from routing.rollout_words import stage_words
-from routing.selectors import live_version
+from routing.public import MULTI_AGENT_FLAG, live_version, plan_fingerprint, stage_words
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,7 @@ from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
 from releases.models import RolloutPlan
-from routing.rollout_plans import GUARD_METRICS, RELATIVE_MAX, GuardMetric, absolute_range, stages_errors
-from routing.rollout_words import percent_words
+from routing.public import GUARD_METRICS, RELATIVE_MAX, GuardMetric, absolute_range, percent_words, stages_errors
 
 STAGE_SEPARATORS = re.compile(r"[,;\s]+")
 ERROR_STAGE_NUMBER = "Stages: “{part}” is not a whole percentage (write e.g. 10, 50, 100)."

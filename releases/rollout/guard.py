@@ -95,10 +95,16 @@ from releases.rollout.commands import (
     webhook_headers,
     webhook_send,
 )
-from routing.rollout import COHORT_MULTI_AGENT, COHORT_SINGLE_AGENT
-from routing.rollout_plans import GUARD_METRICS
-from routing.rollout_words import metric_words, percent_words, stage_words, value_words
-from routing.selectors import live_version
+from routing.public import (
+    COHORT_MULTI_AGENT,
+    COHORT_SINGLE_AGENT,
+    GUARD_METRICS,
+    live_version,
+    metric_words,
+    percent_words,
+    stage_words,
+    value_words,
+)
 
 __all__ = [  # the commands, re-exported for the guard's callers (management command, admin, tests)
     "RolloutStateError",

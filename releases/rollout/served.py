@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from releases.models import ROLLOUT_PLAN_ACTIVE, RolloutPlan, RolloutPlanTarget
-from routing.snapshot import ROLLOUT_FIELDS
+from routing.public import ROLLOUT_FIELDS
 
 
 def plans_served() -> Iterable[Mapping[str, Any]]:

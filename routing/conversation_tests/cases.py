@@ -43,7 +43,7 @@ from typing import Any, TypeGuard
 
 from django.conf import settings
 
-from agents.structured import schema_problem
+from agents.public import schema_problem
 from common.language import LANGUAGES
 from common.patterns import pattern_problem
 from routing.expectations import ROUTING_TEST_KEYS, Where, routing_test_expect_problems

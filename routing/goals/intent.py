@@ -42,8 +42,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agents.llm import OpenAICompatibleModel, llm_configured, offline_pause, router_llm_separate
-from agents.usage import KIND_GOAL, usage_record
+from agents.public import (
+    KIND_GOAL,
+    OpenAICompatibleModel,
+    llm_configured,
+    offline_pause,
+    router_llm_separate,
+    usage_record,
+)
 from common.patterns import pattern_compiled, pattern_problem
 from common.text import fold, normalize, phrase_found
 from routing.examples import ExamplesMatch

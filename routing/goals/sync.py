@@ -23,9 +23,8 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 
-from agents.mcp import MANIFEST_SCHEME, Endpoint, McpUnavailable, manifests_read_sync
 from agents.models import McpServer, McpTool
-from agents.signals import SyncNotes
+from agents.public import MANIFEST_SCHEME, Endpoint, McpUnavailable, SyncNotes, manifests_read_sync
 from common.config_version import config_batch
 from routing.goals.manifest import Manifest, ManifestError, manifest_bounds, manifest_read
 from routing.goals.planner import plan_limits

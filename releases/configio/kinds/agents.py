@@ -4,9 +4,8 @@ specialists.
 
 from __future__ import annotations
 
-from agents.escalation import EscalationSettings, escalation_problems
 from agents.models import PROFILE_TRANSLATED, SPECIALIST_TRANSLATED, AgentProfile, Specialist
-from agents.profile_settings import Block, ProfileSetting, yaml_keys, yaml_settings
+from agents.public import EscalationSettings, ProfileSetting, YamlBlock, escalation_problems, yaml_keys, yaml_settings
 from releases.configio.fields import (
     Parsed,
     Patch,
@@ -136,7 +135,7 @@ def _escalation(patch: Patch, node: Node, problems: Problems) -> None:
         patch.put("escalation", node, EscalationSettings.from_json(node.value).as_json())
 
 
-def read_settings(patch: Patch, keys: dict[str, Node], block: Block, problems: Problems) -> None:
+def read_settings(patch: Patch, keys: dict[str, Node], block: YamlBlock, problems: Problems) -> None:
     """Read the profile settings ``block`` holds (agents.profile_settings) from its ``keys``: a mapping within it
     (``llm:``, ``examples:``) is checked for unknown keys once, and each setting is read as its kind says."""
     groups: dict[str, dict[str, Node] | None] = {}

@@ -17,8 +17,8 @@ from releases.configio.fields import (
 )
 from releases.configio.messages import ERROR_DOMAIN_ALONE, ERROR_DOMAIN_REQUIRED
 from releases.configio.source import Node, Problems
-from routing.goals.planner import GOAL_TRANSLATED
 from routing.models import Capability, Goal
+from routing.public import GOAL_TRANSLATED
 
 GOAL_SECTION_KEYS = ("capabilities", "goals")
 

@@ -9,7 +9,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from agents.models import McpServer, McpTool, McpTransport
-from agents.schemas import SHORTHAND_TYPES, expand_args_schema, expand_env, validate_tool_args_schema
+from agents.public import SHORTHAND_TYPES, expand_args_schema, expand_env, validate_tool_args_schema
 from common.endpoints import env_template
 from releases.configio.fields import Parsed, Patch, check, keys_of, model_clean, name_of, read_scalar
 from releases.configio.messages import ERROR_BAD_CHOICE, ERROR_ENV_SECRET, ERROR_ENV_UNSET, ERROR_SHORTHAND_TYPE

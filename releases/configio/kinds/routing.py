@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from agents.models import AgentProfile
-from agents.profile_settings import yaml_keys
+from agents.public import yaml_keys
 from common.text import normalize
 from releases.configio.fields import (
     Parsed,

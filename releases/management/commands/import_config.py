@@ -33,9 +33,8 @@ from releases.evals.transfer import (
     is_conversation_tests_file,
 )
 from releases.versions import approval_check, document_diff, permission_check, version_publish
-from routing.admin_views import PUBLISH_PERMISSION
-from routing.documents import profile_documents
 from routing.models import PublishedFrom
+from routing.public import PUBLISH_PERMISSION, profile_documents
 
 YAML_SUFFIXES = (".yaml", ".yml")
 USER_HELP = (

@@ -37,8 +37,7 @@ from releases.rollout.commands import FLAG_PERMISSION, PLAN_ADD_PERMISSION, PLAN
 from releases.rollout.guard import RolloutStateError, plan_command, plan_start, plans_evaluate
 from releases.versions import permission_check
 from routing.models import RoutingVersion
-from routing.rollout_plans import PLAN_VIEW_PERMISSION
-from routing.rollout_words import plan_stage_words
+from routing.public import PLAN_VIEW_PERMISSION, plan_stage_words
 
 COMMANDS = ("start", "status", "pause", "resume", "advance", "abort", "evaluate", "watch")
 

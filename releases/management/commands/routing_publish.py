@@ -12,9 +12,8 @@ from common.errors import DomainError
 from releases.evals.gate import gate_warnings
 from releases.management.commands.import_config import USER_HELP, acting_as, acting_user
 from releases.versions import UNSET, document_diff, permission_check, version_publish
-from routing.admin_views import PUBLISH_PERMISSION
 from routing.models import PublishedFrom
-from routing.selectors import live_version
+from routing.public import PUBLISH_PERMISSION, live_version
 
 
 class Command(BaseCommand):

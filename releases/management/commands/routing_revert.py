@@ -10,9 +10,8 @@ from agents.models import AgentProfile
 from common.errors import DomainError
 from releases.management.commands.import_config import USER_HELP, acting_as, acting_user
 from releases.versions import document_diff, permission_check, version_revert
-from routing.admin_views import PUBLISH_PERMISSION
 from routing.models import PublishedFrom
-from routing.selectors import live_version
+from routing.public import PUBLISH_PERMISSION, live_version
 
 
 class Command(BaseCommand):

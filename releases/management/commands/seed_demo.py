@@ -45,9 +45,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from agents.mcp import McpUnavailable
 from agents.models import AgentProfile, McpServer, McpTool
-from agents.services import mcp_server_sync
+from agents.public import McpUnavailable, mcp_server_sync
 from common.errors import DomainError
 from knowledge.models import KnowledgeSource
 from knowledge.public import CREATED, REPLACED, document_ingest
@@ -57,10 +56,8 @@ from releases.evals.files import ConversationTestsFileError, conversation_tests_
 from releases.management.commands.import_config import read_sources, write_report
 from releases.routing_tests import Case, RoutingTestsFileError, routing_tests_load, routing_tests_parse
 from releases.versions import NothingToPublish, version_publish
-from routing.conversation_tests.cases import ConversationCase
 from routing.models import Capability, Goal, PublishedFrom
-from routing.selectors import live_version, rollout_flag_get
-from routing.services import rollout_flag_untouched_set
+from routing.public import ConversationCase, live_version, rollout_flag_get, rollout_flag_untouched_set
 
 DEMO_DIR = settings.BASE_DIR / "config" / "demo"
 # Saved routing tests of the demo profiles, one file per profile (``profile: P`` / ``tests: [...]``).

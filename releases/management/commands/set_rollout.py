@@ -11,11 +11,12 @@ from django.db import transaction
 from django.utils.timezone import localtime
 
 from routing.models import RolloutFlag, RolloutFlagChange, Stickiness
-from routing.selectors import rollout_flag_changes, rollout_flag_get
-from routing.services import (
+from routing.public import (
     ERROR_FLAG_UNKNOWN,
     RolloutError,
     RolloutFlagUnknown,
+    rollout_flag_changes,
+    rollout_flag_get,
     rollout_flag_set,
     rollout_flag_validate,
     rollout_tenant_override_set,
