@@ -1,10 +1,12 @@
 """The door of ``knowledge/`` (docs/architecture.md, "Doors"): the search over a profile's passages, for the snapshot
-and the engine, and a document's upload, for the demo's seed. Its models are imported from ``knowledge.models``."""
+and the engine; a document's upload, for the demo's seed; and the documents a profile's versions hold, for its
+documents and its publishes. Its models are imported from ``knowledge.models``."""
 
 from __future__ import annotations
 
 from knowledge.retrieval import Considered, Retrieved, document_link, knowledge_profiles, knowledge_retrieve
-from knowledge.services import CREATED, REPLACED, document_ingest
+from knowledge.services import CREATED, REPLACED, document_ingest, documents_hold
+from knowledge.versions import document_keys, knowledge_documents
 
 __all__ = [
     "CREATED",
@@ -12,7 +14,10 @@ __all__ = [
     "Considered",
     "Retrieved",
     "document_ingest",
+    "document_keys",
     "document_link",
+    "documents_hold",
+    "knowledge_documents",
     "knowledge_profiles",
     "knowledge_retrieve",
 ]
