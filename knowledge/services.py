@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from common.language import LANGUAGES
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord, validate_tags
-from knowledge.reading import KnowledgeReadError, Piece, passages_of, read_file
+from knowledge.reading import KnowledgeReadError, Piece, passages_of, read_file, read_readable
 from knowledge.search import search_config
 from knowledge.versions import document_keys, rows_chosen
 from knowledge.words import word_forms, words_counted
@@ -144,6 +144,7 @@ def document_ingest(
     tags: list[str] | None = None,
     user: Any = None,
     dry_run: bool = False,
+    readable: bool = False,
 ) -> IngestReport:
     """Read ``data`` as the file ``file_name`` says (Markdown, HTML, text or PDF), cut it into passages and store them
     as the source's document of that name, replacing the one already there. Nothing is written when the bytes are the
@@ -151,7 +152,9 @@ def document_ingest(
 
     Raises :class:`~knowledge.reading.KnowledgeReadError` (nothing written) for a file it cannot read or one past the
     bounds of ``knowledge.reading`` or of the source's tenant. Holds the source's row lock while it writes: two
-    uploads into one source take turns."""
+    uploads into one source take turns. With ``readable``, ``data`` is the document's readable text (Markdown, as an
+    export writes it: :func:`knowledge.reading.readable_text`), whatever its file's kind, and a document it cuts into
+    the same passages under the same title is ``unchanged``."""
     file_name = file_name.strip()
     if not file_name or len(file_name) > 255 or "/" in file_name or "\\" in file_name:
         raise KnowledgeReadError(ERROR_FILE_NAME, fields={"file_name": [ERROR_FILE_NAME]})
@@ -163,7 +166,7 @@ def document_ingest(
     if language and language not in LANGUAGES:
         message = ERROR_LANGUAGE.format(languages=", ".join(LANGUAGES))
         raise KnowledgeReadError(message, fields={"language": [message]})
-    kind, reading = read_file(file_name, data)
+    kind, reading = read_readable(file_name, data) if readable else read_file(file_name, data)
     pieces = passages_of(reading)
     content_hash = hashlib.sha256(data).hexdigest()
     title = (title or reading.title or file_name.rsplit(".", 1)[0])[:300]
@@ -174,7 +177,8 @@ def document_ingest(
         document = KnowledgeDocument.objects.filter(**draft).first() if source.pk else None
         old = [Piece(p.heading, p.text) for p in document.passages.order_by("position")] if document else []
         added, removed, kept = _diff(old, pieces)
-        if document is not None and document.content_hash == content_hash and document.title == title:
+        same = document is not None and (document.content_hash == content_hash or (readable and old == pieces))
+        if document is not None and same and document.title == title:
             return IngestReport(file_name, title, UNCHANGED, len(pieces), 0, 0, len(pieces), document.pk)
         _check_bounds(source, replacing=document, passages=len(pieces))
         outcome = REPLACED if document is not None else CREATED
