@@ -535,8 +535,24 @@ def _collection_diff(key: str, before: Mapping[str, Any], after: Mapping[str, An
             changes.append(Change(ADDED, where, "", None, after[name], f"{kind} {name} added"))
         elif name not in after:
             changes.append(Change(REMOVED, where, "", before[name], None, f"{kind} {name} removed"))
+        elif key == "knowledge" and isinstance(before[name], Mapping) and isinstance(after[name], Mapping):
+            changes.extend(_documents_diff(where, before[name], after[name]))
         else:
             changes.extend(_fields_diff(where, before[name], after[name]))
+    return changes
+
+
+def _documents_diff(where: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    """A knowledge source's documents (file name → SHA-256), one sentence each: "knowledge source Help centre:
+    document 'faq.md' replaced"."""
+    changes = []
+    for name in _keys(before, after):
+        if before.get(name) == after.get(name):
+            continue
+        kind = ADDED if name not in before else REMOVED if name not in after else CHANGED
+        said = {ADDED: "added", REMOVED: "removed", CHANGED: "replaced"}[kind]
+        text = f"{where}: document {_shown(name)} {said}"
+        changes.append(Change(kind, where, name, before.get(name), after.get(name), text))
     return changes
 
 
