@@ -118,6 +118,7 @@ class KnowledgeTool:
     tags: tuple[str, ...]
     min_score: float
     question: str
+    documents: frozenset[tuple[str, str, str]] | None = None  # the documents its version holds (ProfileSpec's)
     considered: list[Considered] = field(default_factory=list)
     given: list[Considered] = field(default_factory=list)
     calls: int = 0
@@ -149,6 +150,7 @@ class KnowledgeTool:
             tags=self.tags,
             min_score=self.min_score,
             every_language=False,
+            documents=self.documents,
         )
 
     async def _given(self, query: str, *, every_language: bool = True) -> list[Considered]:
@@ -219,14 +221,20 @@ async def knowledge_prepared(
         return None, None
     min_score = profile.knowledge.min_score
     if tools_offered and not specialist.knowledge.with_tools:
-        tool = KnowledgeTool(profile.pk, tenant_pk, language, tags, min_score, text)
+        tool = KnowledgeTool(profile.pk, tenant_pk, language, tags, min_score, text, profile.knowledge_documents)
         # A request about the customer's own things (their bill, their order) is its tools' to answer: retrieved
         # before the model, it would hand it passages no answer uses, at a search's cost on most of a tools
         # specialist's messages. Its model may still search.
         own_request = names_own(text) and not general_question(text)
         return (None if own_request else await tool.before()), tool
     retrieved = await sync_to_async(knowledge_retrieve)(
-        profile_pk=profile.pk, tenant_pk=tenant_pk, query=text, language=language, tags=tags, min_score=min_score
+        profile_pk=profile.pk,
+        tenant_pk=tenant_pk,
+        query=text,
+        language=language,
+        tags=tags,
+        min_score=min_score,
+        documents=profile.knowledge_documents,
     )
     return KnowledgeUse.before(retrieved, text, tools_offered=tools_offered), None
 
@@ -252,6 +260,7 @@ async def knowledge_answers(
         language=language,
         tags=settings.tags,
         min_score=settings.min_score,
+        documents=profile.knowledge_documents,
     )
     return any(passage.held >= MIN_WORDS_HELD for passage in retrieved.used)
 

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -32,6 +32,7 @@ from knowledge.services import IngestReport, document_delete
 from knowledge.uploads import uploads_queue
 
 PASTED_SUFFIX = ".txt"
+DRAFT_DOCUMENTS = Q(documents__replaced_at__isnull=True)  # a source's counts: its draft's documents
 
 
 def may_edit(request: HttpRequest) -> bool:
@@ -90,6 +91,19 @@ class UploadForm(forms.Form):
         return data
 
 
+def document_state(document: KnowledgeDocument) -> str:
+    """Whether a document is the draft's or replaced, and which versions served hold it."""
+    state = (
+        "the draft's"
+        if document.replaced_at is None
+        else f"replaced {document.replaced_at:%Y-%m-%d %H:%M} (out of the draft)"
+    )
+    if document.held_by:
+        numbers = ", ".join(str(number) for number in document.held_by)
+        return f"{state}; held by version {numbers}"
+    return f"{state}; in no version served"
+
+
 class DocumentFormSet(forms.BaseInlineFormSet):
     def delete_existing(self, obj: Any, commit: bool = True) -> None:
         if commit:
@@ -100,9 +114,15 @@ class DocumentInline(admin.TabularInline):
     model = KnowledgeDocument
     formset = DocumentFormSet
     extra = 0
-    fields = ("title", "file_name", "kind", "language", "tags", "passages_count", "uploaded_by", "uploaded_at")
+    fields = (
+        "title", "file_name", "kind", "language", "tags", "passages_count", "versions", "uploaded_by", "uploaded_at",
+    )  # fmt: skip
     readonly_fields = fields
     show_change_link = True  # its page: the passages an answer cites
+
+    @admin.display(description="versions")
+    def versions(self, obj: Any) -> str:
+        return document_state(obj)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[KnowledgeDocument]:
         return super().get_queryset(request).select_related("uploaded_by").annotate(passage_total=Count("passages"))
@@ -172,13 +192,22 @@ class KnowledgeDocumentAdmin(admin.ModelAdmin):
     (:func:`knowledge.retrieval.document_link`). Documents come in, and are replaced, through their source's upload
     page; deleting one takes the edit permission."""
 
-    list_display = ("title", "source", "file_name", "language", "uploaded_at")
+    list_display = ("title", "source", "file_name", "language", "uploaded_at", "versions")
     list_filter = ("language", "source__profile")
     search_fields = ("title", "file_name", "source__name")
     list_select_related = ("source__profile",)
-    fields = ("source", "title", "file_name", "kind", "language", "tags", "size_bytes", "uploaded_by", "uploaded_at")
+    fields = (
+        "source", "title", "file_name", "kind", "language", "tags", "size_bytes", "uploaded_by", "uploaded_at",
+        "versions",
+    )  # fmt: skip
     readonly_fields = fields
     inlines = [PassageInline]
+
+    @admin.display(description="versions")
+    def versions(self, obj: Any) -> str:
+        """The draft's or replaced, and the versions served that hold it: a published version answers from the
+        documents it was published with (:mod:`knowledge.versions`)."""
+        return document_state(obj)
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         document_delete(document=obj)
@@ -216,7 +245,10 @@ class KnowledgeSourceAdmin(admin.ModelAdmin):
         return (
             super()
             .get_queryset(request)
-            .annotate(document_total=Count("documents", distinct=True), passage_total=Count("documents__passages"))
+            .annotate(
+                document_total=Count("documents", filter=DRAFT_DOCUMENTS, distinct=True),
+                passage_total=Count("documents__passages", filter=DRAFT_DOCUMENTS),
+            )
         )
 
     @admin.display(description="documents", ordering="document_total")

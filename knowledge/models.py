@@ -72,7 +72,9 @@ class DocumentKind(models.TextChoices):
 
 class KnowledgeDocument(models.Model):
     """One uploaded file (or pasted text) of a source. Its ``file_name`` is its identity in the source: uploading a
-    file of the same name again replaces it."""
+    file of the same name again replaces it. Its content never changes once a published version holds it
+    (``held_by``): a new upload of its file name, or its deletion, then marks it ``replaced_at`` and leaves it to the
+    versions that hold it, the draft reading the new one (:mod:`knowledge.versions`)."""
 
     source = models.ForeignKey(KnowledgeSource, on_delete=models.CASCADE, related_name="documents")
     title = models.CharField(max_length=300)
@@ -86,11 +88,27 @@ class KnowledgeDocument(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     uploaded_at = models.DateTimeField()
+    replaced_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a new upload of its file name, or its deletion, took it out of the draft (blank: the draft's). "
+        "Kept while a version customers or a rollout are served holds it.",
+    )
+    held_by = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The numbers of the profile's versions served (live, or a rollout's candidate) that hold it, as "
+        "their last publish recorded them.",
+    )
 
     class Meta:
-        ordering = ["source", "file_name"]
+        ordering = ["source", "file_name", "-pk"]
         constraints = [
-            models.UniqueConstraint(fields=["source", "file_name"], name="knowledge_document_unique_file_name")
+            models.UniqueConstraint(
+                fields=["source", "file_name"],
+                condition=models.Q(replaced_at__isnull=True),
+                name="knowledge_document_unique_file_name",
+            )
         ]
 
     def __str__(self) -> str:

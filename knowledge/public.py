@@ -1,21 +1,33 @@
 """The door of ``knowledge/`` (docs/architecture.md, "Doors"): the search over a profile's passages, for the snapshot
-and the engine, a document's upload, for the demo's seed, and the words of a question, for the analytics. Its
-models are imported from ``knowledge.models``."""
+and the engine; a document's upload, for the demo's seed; the documents a profile's versions hold, for its documents
+and its publishes; its sources as plain data, for the YAML export and import; and the words of a question, for the
+analytics. Its models are imported from ``knowledge.models``."""
 
 from __future__ import annotations
 
+from knowledge.exchange import SOURCE_FIELDS, knowledge_exported, source_import
+from knowledge.reading import KnowledgeReadError
 from knowledge.retrieval import Considered, Retrieved, document_link, knowledge_profiles, knowledge_retrieve
-from knowledge.services import CREATED, REPLACED, document_ingest
+from knowledge.services import CREATED, REPLACED, UNCHANGED, document_ingest, documents_hold
+from knowledge.versions import document_keys, knowledge_documents
 from knowledge.words import question_words
 
 __all__ = [
     "CREATED",
     "REPLACED",
+    "SOURCE_FIELDS",
+    "UNCHANGED",
     "Considered",
+    "KnowledgeReadError",
     "Retrieved",
     "document_ingest",
+    "document_keys",
     "document_link",
+    "documents_hold",
+    "knowledge_documents",
+    "knowledge_exported",
     "knowledge_profiles",
     "knowledge_retrieve",
     "question_words",
+    "source_import",
 ]

@@ -337,3 +337,32 @@ def passages_of(reading: Reading) -> list[Piece]:
     if not pieces:
         raise _refuse(ERROR_NO_TEXT)
     return pieces
+
+
+def read_readable(file_name: str, data: bytes) -> tuple[DocumentKind, Reading]:
+    """A document's readable text (:func:`readable_text`, as an export writes it, whatever the file's kind): the kind
+    its file name says, and what the text says, read as Markdown."""
+    kind = kind_of(file_name)
+    if len(data) > settings.KNOWLEDGE_MAX_FILE_BYTES:
+        raise _refuse(ERROR_TOO_LARGE.format(limit=settings.KNOWLEDGE_MAX_FILE_BYTES))
+    return kind, read_markdown(_decoded(data))
+
+
+def readable_text(pieces: list[Piece]) -> str:
+    """A document's passages as Markdown that :func:`read_readable` cuts into the same passages: each heading path
+    written as the headings that change (a path shorter than the one before repeats its last heading), the passages
+    under one path as its paragraphs. Not kept: two sections under the same path one after the other read as one
+    (their last and first paragraphs may then share a passage)."""
+    out: list[str] = []
+    before: tuple[str, ...] = ()
+    for piece in pieces:
+        path = tuple(piece.heading.split(HEADING_SEPARATOR)) if piece.heading else ()
+        if path != before:
+            same = 0
+            while same < min(len(path), len(before)) and path[same] == before[same]:
+                same += 1
+            start = len(path) - 1 if same == len(path) else same
+            out.extend(f"{'#' * (level + 1)} {path[level]}" for level in range(start, len(path)))
+            before = path
+        out.append(piece.text)
+    return "\n\n".join(out) + "\n"

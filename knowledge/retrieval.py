@@ -17,6 +17,7 @@ from django.urls import reverse
 from agents.public import MIN_WORDS_HELD, content_words, held_in, stems_of
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search
+from knowledge.versions import Key
 
 RETRIEVE_LIMIT = 5  # passages considered per question
 # The passages whose words are kept read, the most recently found: with their text, about 3 MiB at most.
@@ -73,7 +74,8 @@ def _considered(hits: Iterable[Hit], query: str) -> list[Considered]:
 
 
 def knowledge_profiles() -> frozenset[int]:
-    """The profiles (by pk) with an enabled source holding a document, for some tenant or for all: one query. The
+    """The profiles (by pk) with an enabled source holding a document (the draft's, or one kept for a version), for
+    some tenant or for all: one query. The
     compiled snapshot holds it (``routing.snapshot``), rebuilt when the configuration version moves, which every write
     of a source or a document bumps (:class:`knowledge.apps.KnowledgeConfig`)."""
     documents = KnowledgeDocument.objects.filter(source__enabled=True)
@@ -90,19 +92,29 @@ def knowledge_retrieve(
     min_score: float,
     limit: int = RETRIEVE_LIMIT,
     every_language: bool = True,
+    documents: frozenset[Key] | None = None,
 ) -> Retrieved:
     """The ``limit`` best passages of the profile's knowledge for ``query`` as ``tenant_pk`` may read it (the shared
     sources and its own), keeping to ``tags`` when given: those in ``language`` (every language when it is empty),
     and when none of them reaches ``min_score`` and ``every_language`` is on, the ``limit`` best of every language
-    after them."""
+    after them. ``documents``: the documents the version searched holds (:func:`knowledge.versions.document_keys`;
+    ``None``: the current ones)."""
     tags = tuple(tags)
     found = knowledge_search(
-        profile=profile_pk, query=query, tenant=tenant_pk, language=language or None, tags=tags, limit=limit
+        profile=profile_pk,
+        query=query,
+        tenant=tenant_pk,
+        language=language or None,
+        tags=tags,
+        limit=limit,
+        documents=documents,
     )
     considered = _considered(found, query)
     if every_language and language and not any(passage.reaches(min_score) for passage in considered):
         seen = {hit.passage_id for hit in found}
-        others = knowledge_search(profile=profile_pk, query=query, tenant=tenant_pk, tags=tags, limit=limit)
+        others = knowledge_search(
+            profile=profile_pk, query=query, tenant=tenant_pk, tags=tags, limit=limit, documents=documents
+        )
         considered += _considered((hit for hit in others if hit.passage_id not in seen), query)
     return Retrieved(tuple(considered), min_score)
 

@@ -41,6 +41,7 @@ from agents.public import STEM_CHARS, content_words
 from common.config_version import config_version, local_generation
 from common.text import fold
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
+from knowledge.versions import Key, rows_chosen
 
 CONFIGS = {"pt": "portuguese", "en": "english", "es": "spanish"}
 MAX_QUERY_WORDS = 32
@@ -183,13 +184,22 @@ def _words(query: str) -> list[str]:
     return list(dict.fromkeys(_WORD.findall(query.casefold())))[:MAX_QUERY_WORDS]
 
 
-def _scope(*, profile: Any, tenant: Any, language: str | None, tags: Iterable[str], version: object) -> Scope:
-    """The documents a search may read, and their sources: the profile's enabled sources shared by every tenant or
-    kept to ``tenant``, in ``language`` when given, holding one of ``tags`` (the document's or its source's) when
-    given. One query, once per configuration version — for every tenant of a profile none of whose tenants has a
+def _scope(
+    *,
+    profile: Any,
+    tenant: Any,
+    language: str | None,
+    tags: Iterable[str],
+    version: object,
+    documents: frozenset[Key] | None = None,
+) -> Scope:
+    """The documents a search may read, and their sources: of the profile's enabled sources shared by every tenant or
+    kept to ``tenant``, the rows ``documents`` names (a version's knowledge, :func:`knowledge.versions.rows_chosen`;
+    ``None``: the current ones), in ``language`` when given, holding one of ``tags`` (the document's or its source's)
+    when given. One query, once per configuration version — for every tenant of a profile none of whose tenants has a
     source of its own (the scope kept says so), for each tenant otherwise."""
     wanted = frozenset(tags)
-    shared = (getattr(profile, "pk", profile), None, language or None, wanted)
+    shared = (getattr(profile, "pk", profile), None, language or None, wanted, documents)
     tenant_pk = getattr(tenant, "pk", tenant)
     key = shared if tenant_pk is None else (shared[0], tenant_pk, *shared[2:])
     for held in (key, shared) if key != shared else (key,):
@@ -199,16 +209,23 @@ def _scope(*, profile: Any, tenant: Any, language: str | None, tags: Iterable[st
     scope = Q(source__tenant__isnull=True)
     if tenant is not None:
         scope |= Q(source__tenant=tenant)
-    documents = KnowledgeDocument.objects.filter(scope, source__profile=profile, source__enabled=True)
-    if language:
-        documents = documents.filter(language=language)
+    rows = KnowledgeDocument.objects.filter(scope, source__profile=profile, source__enabled=True)
+    if documents is None:
+        rows = rows.filter(replaced_at__isnull=True)
     tenants_kept = KnowledgeSource.objects.filter(profile=profile, enabled=True, tenant__isnull=False)
-    rows = documents.annotate(held=Count("passages"), tenants_kept=Exists(tenants_kept)).values_list(
+    fields = (
         "pk", "source_id", "title", "file_name", "source__name", "language", "tags", "source__tags", "held",
-        "tenants_kept",
+        "tenants_kept", "content_hash", "replaced_at",
     )  # fmt: skip
-    read = list(rows.order_by())
-    kept_rows = [row for row in read if not wanted or wanted & {*row[6], *row[7]}]
+    read = list(
+        rows.annotate(held=Count("passages"), tenants_kept=Exists(tenants_kept)).values_list(*fields).order_by()
+    )
+    chosen = rows_chosen(((row[0], row[4], row[3], row[10], row[11] is None) for row in read), documents)
+    kept_rows = [
+        row
+        for row in read
+        if row[0] in chosen and (not language or row[5] == language) and (not wanted or wanted & {*row[6], *row[7]})
+    ]
     found = Scope(
         [row[0] for row in kept_rows],
         sorted({row[1] for row in kept_rows}),
@@ -410,10 +427,12 @@ def knowledge_search(
     language: str | None = None,
     tags: Iterable[str] = (),
     limit: int = 5,
+    documents: frozenset[Key] | None = None,
 ) -> list[Hit]:
     """The ``limit`` passages (at most :data:`MAX_LIMIT`) of ``profile``'s enabled knowledge that best match
     ``query``, best first, read for ``tenant`` (its sources and the shared ones; ``None``: the shared ones only),
-    filtered by the documents' ``language`` and by ``tags`` (any of them, the document's or its source's). A query
+    filtered by the documents' ``language`` and by ``tags`` (any of them, the document's or its source's), of the
+    documents a version holds (``documents``, its knowledge's keys; ``None``: the current ones). A query
     with no word, or none the searched documents hold (nor, on PostgreSQL, one near), finds nothing. Three queries
     at most on either engine, whatever the size of the knowledge: the documents searched and the words' counts,
     each kept per configuration version (:class:`PerVersion`), and the ranking, which returns the passages' rows
@@ -422,7 +441,7 @@ def knowledge_search(
     if not _words(query) or not limit:
         return []
     version = _version()
-    scope = _scope(profile=profile, tenant=tenant, language=language, tags=tags, version=version)
+    scope = _scope(profile=profile, tenant=tenant, language=language, tags=tags, version=version, documents=documents)
     if not scope.documents:
         return []
     configs = search_configs(language) if connection.vendor == "postgresql" else None

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 from rest_framework import status
 
@@ -48,12 +48,16 @@ from agents.public import model_key_variable_refusal
 from common.config_version import config_version_bump
 from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound
+from knowledge.public import documents_hold
 from releases.evals.gate import release_gate
+from releases.models import RolloutPlan, RolloutPlanStatus
 from routing.models import ProfileRelease, RoutingVersion
 from routing.public import document_complete, live_version, profile_documents
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
 UNSET: Any = object()  # based_on not given: publish whatever is live
+# The rollout plans whose candidate may still be served: its documents are kept for it.
+PLANS_HOLDING = (RolloutPlanStatus.READY, RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED)
 
 # Fields whose values are long texts: a change is shown as a text diff, not "old → new".
 LONG_TEXTS = frozenset({"prompt", "policy", "synthesis_prompt", "description"})
@@ -70,6 +74,7 @@ NAMES = {
     "goal_domains": "goal domain",
     "entities_schema": "entities",
     "out_of_scope_examples": "out-of-scope example",
+    "knowledge": "knowledge source",
 }
 
 
@@ -346,7 +351,23 @@ def _version_store(
     )
     if release:
         version_release(profile=profile, version=version, user=version.created_by)
+    documents_held(profile=profile, stored=version)
     return version
+
+
+def documents_held(*, profile: Any, stored: RoutingVersion | None = None) -> None:
+    """Tell the profile's knowledge which versions are served — the live one, the candidates of its rollout plans not
+    ended, and ``stored`` (just stored) — so that it keeps the documents they hold and deletes the replaced ones none
+    holds any more (:func:`knowledge.services.documents_hold`)."""
+    served = RoutingVersion.objects.filter(profile=profile).filter(
+        Q(pk=getattr(stored, "pk", None))
+        | Q(pk__in=ProfileRelease.objects.filter(profile=profile).values("version_id"))
+        | Q(pk__in=RolloutPlan.objects.filter(profile=profile, status__in=PLANS_HOLDING).values("candidate_id"))
+    )
+    documents_hold(
+        profile_pk=profile.pk,
+        versions={number: document.get("knowledge") for number, document in served.values_list("number", "document")},
+    )
 
 
 def served_draft_publish(*, profile: Any, user: Any, note: str, published_from: str = "") -> RoutingVersion | None:
@@ -513,8 +534,24 @@ def _collection_diff(key: str, before: Mapping[str, Any], after: Mapping[str, An
             changes.append(Change(ADDED, where, "", None, after[name], f"{kind} {name} added"))
         elif name not in after:
             changes.append(Change(REMOVED, where, "", before[name], None, f"{kind} {name} removed"))
+        elif key == "knowledge" and isinstance(before[name], Mapping) and isinstance(after[name], Mapping):
+            changes.extend(_documents_diff(where, before[name], after[name]))
         else:
             changes.extend(_fields_diff(where, before[name], after[name]))
+    return changes
+
+
+def _documents_diff(where: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    """A knowledge source's documents (file name → SHA-256), one sentence each: "knowledge source Help centre:
+    document 'faq.md' replaced"."""
+    changes = []
+    for name in _keys(before, after):
+        if before.get(name) == after.get(name):
+            continue
+        kind = ADDED if name not in before else REMOVED if name not in after else CHANGED
+        said = {ADDED: "added", REMOVED: "removed", CHANGED: "replaced"}[kind]
+        text = f"{where}: document {_shown(name)} {said}"
+        changes.append(Change(kind, where, name, before.get(name), after.get(name), text))
     return changes
 
 

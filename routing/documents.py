@@ -25,6 +25,7 @@ from agents.public import (
     served_before,
 )
 from common.translations import translations_cleaned
+from knowledge.public import document_keys, knowledge_documents
 from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals.planner import GOAL_MODE, CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
@@ -65,7 +66,7 @@ class DocumentError(ValueError):
 def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     """Every profile's document (or those of ``agent_ids``), by ``agent_id``, disabled profiles included.
 
-    Thirteen queries whatever the numbers of profiles, specialists, intents, keywords, goals and tools.
+    Fourteen queries whatever the numbers of profiles, specialists, intents, keywords, goals, tools and documents.
     """
     profiles = AgentProfile.objects.all()
     if agent_ids is not None:
@@ -188,6 +189,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
     goals, capabilities = _domains_read(served)
     every_server = sorted(set(goals) | set(capabilities))
     tools = _tools_read()
+    knowledge = knowledge_documents(None if agent_ids is None else [row["pk"] for row in rows])
 
     documents: dict[str, dict[str, Any]] = {}
     for row in sorted(rows, key=lambda row: row["agent_id"]):
@@ -220,6 +222,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
                 "goals": document_goals,
                 "capabilities": document_capabilities,
                 "tools": {name: tools[name] for name in sorted(used) if name in tools},
+                "knowledge": knowledge.get(pk, {}),
             }
         )
     return documents
@@ -403,6 +406,9 @@ def document_complete(document: Mapping[str, Any]) -> dict[str, Any]:
     its profile serves none (:func:`_goals_dropped`).
     """
     completed = dict(document)
+    # A version published before documents were versioned: compared as holding none, served the current ones
+    # (profile_compile reads its knowledge before completing it).
+    completed.setdefault("knowledge", {})
     profile = completed.get("profile")
     if isinstance(profile, Mapping) and any(key not in profile for key in PROFILE_DEFAULTS):
         completed["profile"] = {**copy.deepcopy(dict(PROFILE_DEFAULTS)), **profile}
@@ -510,6 +516,7 @@ def profile_compile(
     """
     if document.get("schema") != SCHEMA:
         raise DocumentError(f"schema: {document.get('schema')!r}, this code compiles schema {SCHEMA}")
+    knowledge_documents = document_keys(document.get("knowledge"))  # None: published before, the current ones
     document = document_complete(document)
     if every_domain is not None:
         document = with_every_domain(document, every_domain)
@@ -648,6 +655,7 @@ def profile_compile(
         backends=dict(backends),
         escalation=EscalationSettings.from_json(profile["escalation"]),
         knowledge=KnowledgeSettings.from_json(profile["knowledge"]),
+        knowledge_documents=knowledge_documents,
     )
 
 

@@ -187,6 +187,10 @@ class ProfileSpec:
     translations: Translations = field(default_factory=dict)
     # Retrieval from its knowledge before its specialists answer, and the relevance bar (agents.knowledge_settings).
     knowledge: KnowledgeSettings = field(default_factory=KnowledgeSettings)
+    # The documents its knowledge searches: (source, file name, SHA-256) as its document holds them (a version the
+    # ones it was published with, the draft the current ones); None, a version published before documents were
+    # versioned: the current ones (knowledge.versions).
+    knowledge_documents: frozenset[tuple[str, str, str]] | None = None
 
     def authorised(self, tool: ToolSpec) -> ToolSpec:
         """``tool`` with this profile's ``needs_permission`` and ``enabled`` where its document names the tool."""

@@ -139,10 +139,12 @@ def test_another_tenants_passages_are_never_retrieved(api, telecom, help_centre,
 
 @pytest.fixture
 def invoices(telecom, help_centre):
-    """The help centre with an article on invoices, which billing (a specialist with MCP tools) is asked about (the
-    documents are read as they are now: nothing to publish)."""
+    """The help centre with an article on invoices, which billing (a specialist with MCP tools) is asked about,
+    published (a version answers from the documents it was published with)."""
     source = KnowledgeSource.objects.get(profile=telecom, name="Help centre")
-    return document_ingest(source=source, file_name="faturas.md", data=FATURAS, language="pt").document_id
+    invoices = document_ingest(source=source, file_name="faturas.md", data=FATURAS, language="pt").document_id
+    version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="invoices")
+    return invoices
 
 
 def test_a_help_centre_question_to_a_specialist_whose_tools_cannot_answer_is_answered_by_search_knowledge(

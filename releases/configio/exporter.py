@@ -21,6 +21,7 @@ from agents.models import AgentProfile, McpServer, McpTool, Specialist, Speciali
 from agents.public import EscalationSettings, ProfileSetting, YamlBlock, endpoint_exported, yaml_exported
 from common.endpoints import endpoint_mask
 from common.translations import translations_cleaned
+from knowledge.public import knowledge_exported
 from routing.models import Capability, Goal, Intent, StatePolicy
 
 HEADER = "# Exported by `manage.py export_config`; load with `manage.py import_config <files>`.\n"
@@ -28,6 +29,10 @@ HEADER = "# Exported by `manage.py export_config`; load with `manage.py import_c
 
 def routing_file_name(agent_id: str) -> str:
     return f"routing.{agent_id}.yaml"
+
+
+def knowledge_file_name(agent_id: str) -> str:
+    return f"knowledge.{agent_id}.yaml"
 
 
 def goals_file_name(domain: str) -> str:
@@ -45,6 +50,8 @@ def config_export_data() -> dict[str, dict[str, Any]]:
     files["agents.yaml"] = {"agents": [_profile(profile) for profile in profiles]}
     for profile in profiles:
         files[routing_file_name(profile.agent_id)] = _routing(profile)
+        if sources := knowledge_exported(profile.pk):
+            files[knowledge_file_name(profile.agent_id)] = {"agent_id": profile.agent_id, "knowledge_sources": sources}
     files.update(_domains())
     return files
 

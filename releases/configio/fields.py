@@ -64,6 +64,7 @@ class Parsed:
     capabilities: list[Patch] = field(default_factory=list)
     goals: list[Patch] = field(default_factory=list)
     default_agents: list[Node] = field(default_factory=list)
+    knowledge: list[Any] = field(default_factory=list)  # releases.configio.kinds.knowledge.SourceEntry
 
 
 _TYPE_NAMES = {

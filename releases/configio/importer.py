@@ -33,6 +33,7 @@ from agents.public import EscalationSettings, endpoint_exported, endpoint_kept, 
 from common.config_version import config_batch
 from common.text import normalize
 from releases.configio.fields import Parsed, Patch
+from releases.configio.kinds.knowledge import knowledge_write
 from releases.configio.kinds.routing import routing_files_named
 from releases.configio.messages import (
     ERROR_CAPABILITY_DOMAIN,
@@ -113,6 +114,7 @@ def config_import(
             _refuse(problems)
         writer = Writer(world, plan, report, user)
         writer.run()
+        knowledge_write(parsed.knowledge, report, user, problems, writer.touches)
         rights_check(writer.touches, user, problems)
         if problems:  # the savepoint below undoes what the writer did
             _refuse(problems)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from releases.configio.fields import Parsed, name_of
 from releases.configio.kinds.agents import parse_agents
 from releases.configio.kinds.domains import DOMAIN_KEYS, GOAL_SECTION_KEYS, parse_domain
+from releases.configio.kinds.knowledge import KNOWLEDGE_KEYS, parse_knowledge
 from releases.configio.kinds.mcp import parse_servers, parse_tools
 from releases.configio.kinds.routing import ROUTING_KEYS, parse_intents, parse_policies, parse_router, routing_profiles
 from releases.configio.messages import (
@@ -34,6 +35,7 @@ TOP_KEYS = (
     *ROUTING_KEYS,
     *DOMAIN_KEYS,
     *GOAL_SECTION_KEYS,
+    *KNOWLEDGE_KEYS,
 )
 
 
@@ -73,10 +75,13 @@ def parse_source(
     if "agents" in sections:
         parse_agents(sections["agents"], problems, parsed)
     parse_domain(root, sections, problems, parsed)
+    if "knowledge_sources" in sections:
+        agent_node = sections.get("agent_id")
+        parse_knowledge(sections["knowledge_sources"], agent_node, problems, parsed.knowledge, profile_option)
 
     routing = [key for key in ROUTING_KEYS if key in sections]
     if not routing:
-        if "agent_id" in sections:
+        if "agent_id" in sections and "knowledge_sources" not in sections:
             problems.add(sections["agent_id"], ERROR_AGENT_ID_ALONE)
         return
     for profile_node in routing_profiles(source, sections, routing, problems, profile_option, named_by):

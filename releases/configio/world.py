@@ -22,6 +22,8 @@ KINDS = (
     "state policy",
     "capability",
     "goal",
+    "knowledge source",
+    "knowledge document",
 )
 
 

@@ -9,9 +9,11 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from agents.models import REPAIR_WORD_FIELDS, AgentProfile, McpServer, McpTool, Specialist
 from common.config_version import config_version_bump
+from knowledge.models import KnowledgeDocument, KnowledgeSource
 from releases.versions import version_publish
 from routing import snapshot
 from routing.documents import profile_compile, profile_documents
@@ -179,6 +181,7 @@ def test_a_profile_compiles_to_its_enabled_parts_with_usable_tools_only(mixed):
             "consultar_pedido": ToolRights(needs_permission=False, enabled=False),
             "consultar_entrega": ToolRights(needs_permission=False, enabled=False),
         },
+        knowledge_documents=frozenset(),  # its draft holds no documents
     )
 
     assert_same_profile(specs["telecom_contas"], expected)
@@ -227,6 +230,7 @@ def test_a_document_holds_disabled_things_with_their_enabled_flag_and_the_tools_
         "goals",
         "capabilities",
         "tools",
+        "knowledge",
     }
     assert document["schema"] == 1
     assert document["profile"]["coordinator"] == "legacy_agent" and document["profile"]["enabled"]
@@ -308,11 +312,19 @@ def test_reading_documents_costs_the_same_queries_whatever_the_numbers(mixed, dj
             Goal.objects.create(
                 server=server, domain=f"d{index}", name=f"G{number}", capabilities=[f"cap_{index}_{number}"]
             )
+            source, now = KnowledgeSource.objects.create(profile=profile, name=f"source {number}"), timezone.now()
+            KnowledgeDocument.objects.bulk_create(
+                KnowledgeDocument(
+                    source=source, title=name, file_name=name, kind="text", content_hash=name, uploaded_at=now
+                )
+                for name in (f"a{number}.txt", f"b{number}.txt")
+            )
 
-    with django_assert_max_num_queries(13):
+    with django_assert_max_num_queries(14):
         documents = profile_documents()
-    with django_assert_max_num_queries(13):
+    with django_assert_max_num_queries(14):
         profile_documents(["bulk_3", "telecom_contas"])
 
     assert len(documents) == 18 and set(documents["bulk_3"]["goals"]) == {"d3"}
+    assert documents["bulk_3"]["knowledge"]["source 2"] == {"a2.txt": "a2.txt", "b2.txt": "b2.txt"}
     assert documents["bulk_3"]["tools"]["bulk_tool_3_0"]["server"] == "bulk_server_3"
