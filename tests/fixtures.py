@@ -33,6 +33,20 @@ def fast_password_hashing():
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def static_files_found_when_asked():
+    """WhiteNoise in this process finds a static file when one is asked for (``WHITENOISE_AUTOREFRESH``), as it does
+    under ``DJANGO_DEBUG``, which the settings were read with. Otherwise every test client's first request (each
+    client loads the middleware anew) listed and stat'ed every static file of every app — about 20 ms a client, half
+    of a small admin test's time — because pytest-django turns ``DEBUG`` off after the settings chose the finders.
+    A request outside ``STATIC_URL`` goes on to the view the same way in both modes; the servers tests start in other
+    processes keep their own settings."""
+    from django.test import override_settings
+
+    with override_settings(WHITENOISE_AUTOREFRESH=True):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def database_circuit_closed():
     """No test starts with the database circuit opened by an earlier test's outage (common/infra/outages.py)."""
