@@ -33,6 +33,61 @@ def fast_password_hashing():
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def static_files_found_when_asked():
+    """WhiteNoise in this process finds a static file when one is asked for (``WHITENOISE_AUTOREFRESH``), as it does
+    under ``DJANGO_DEBUG``, which the settings were read with. Otherwise every test client's first request (each
+    client loads the middleware anew) listed and stat'ed every static file of every app — about 20 ms a client, half
+    of a small admin test's time — because pytest-django turns ``DEBUG`` off after the settings chose the finders.
+    A request outside ``STATIC_URL`` goes on to the view the same way in both modes; the servers tests start in other
+    processes keep their own settings."""
+    from django.test import override_settings
+
+    with override_settings(WHITENOISE_AUTOREFRESH=True):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def content_types_put_back_after_a_flush():
+    """A transactional test's flush empties every table, then Django's ``post_migrate`` handlers make the content
+    types and permissions again, one app at a time, in about 0.5 s of each of the suite's 470 transactional tests.
+    The rows the first flush of this process made are recorded, and each later flush puts the same rows back (their
+    ids too) in two statements. The handlers, which would then find nothing to make, run only if ``post_migrate``
+    has a receiver besides them."""
+    import weakref
+
+    from django.apps import apps
+    from django.contrib.auth.management import create_permissions
+    from django.contrib.contenttypes.management import create_contenttypes
+    from django.core.management.commands import flush
+    from django.db.models.signals import post_migrate
+
+    made = flush.emit_post_migrate_signal
+    recorded: dict[str, tuple[list, list]] = {}
+
+    def put_back_then_emit(verbosity: int, interactive: bool, db: str, **kwargs: Any) -> None:
+        content_type = apps.get_model("contenttypes", "ContentType")
+        permission = apps.get_model("auth", "Permission")
+        if db not in recorded:
+            made(verbosity, interactive, db, **kwargs)
+            recorded[db] = (  # the rows the handlers made on the emptied tables
+                list(content_type.objects.using(db).values("id", "app_label", "model")),
+                list(permission.objects.using(db).values("id", "name", "content_type_id", "codename")),
+            )
+            return
+        types, permissions = recorded[db]
+        content_type.objects.using(db).bulk_create(content_type(**row) for row in types)
+        permission.objects.using(db).bulk_create(permission(**row) for row in permissions)
+        content_type.objects.clear_cache()  # as create_contenttypes does
+        receivers = {ref() if isinstance(ref, weakref.ReferenceType) else ref for _, ref, _ in post_migrate.receivers}
+        if receivers - {create_permissions, create_contenttypes}:
+            made(verbosity, interactive, db, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(flush, "emit_post_migrate_signal", put_back_then_emit)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def database_circuit_closed():
     """No test starts with the database circuit opened by an earlier test's outage (common/infra/outages.py)."""

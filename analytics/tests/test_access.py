@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 from analytics.filters import ERROR_ANALYTICS_FORBIDDEN, ERROR_TENANT_NOT_FOUND
 from common.errors import ERROR_NOT_AUTHENTICATED
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("module_traffic")]  # built once (conftest.py)
 
 ENDPOINTS = [
     "handoffs",

@@ -14,10 +14,9 @@ from rest_framework.test import APIClient
 
 import analytics.urls
 from analytics.filters import ERROR_ANALYTICS_FORBIDDEN, ERROR_TENANT_NOT_FOUND
-from conversations.tests.stored_turns import conversation_of, stored_turn
 from tenants.models import TenantGrant
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("module_traffic")]  # built once (conftest.py)
 
 # Every analytics endpoint that reads a tenant's turns.
 ENDPOINTS = [
@@ -183,16 +182,3 @@ def test_every_analytics_endpoint_of_a_tenants_turns_is_checked_here():
     }
     rollouts = {path for path in paths if path.startswith("rollouts")}  # plans: configuration, not a tenant's turns
     assert paths - rollouts == set(ENDPOINTS)
-
-
-def test_the_ratings_panels_hold_the_granted_tenants_ratings_only(analyst_api, tenant, outsider):
-    stored_turn(conversation_of(tenant, "telecom_contas", "a-1"), "fatura alta", rating="down", comment="de A")
-    stored_turn(conversation_of(outsider, "retail_orders", "b-1"), "cliente B", rating="down", comment="segredo de B")
-
-    recent = analyst_api.get(url("feedback/recent"))
-    breakdown = analyst_api.get(url("feedback/breakdown"))
-    timeline = analyst_api.get(url("feedback/timeline"))
-
-    assert recent.status_code == breakdown.status_code == timeline.status_code == 200, recent.content
-    assert [row["comment"] for row in recent.json()] == ["de A"]
-    assert "segredo de B" not in str(breakdown.json()) and "retail_orders" not in str(breakdown.json())

@@ -335,3 +335,19 @@ def test_an_analyst_reads_every_tenants_ratings_or_one_and_a_key_only_its_own(ap
     ]
     for path in ("timeline", "breakdown", "recent"):
         assert Client().get(f"{URL}/{path}").status_code == 401
+
+
+def test_the_ratings_panels_hold_the_granted_tenants_ratings_only(tenant_analyst, tenant, outsider):
+    # A member of "Analysts" granted tenant_a (its other reads: analytics/tests/test_analysts.py).
+    stored_turn(conversation_of(tenant, "telecom_contas", "a-1"), "fatura alta", rating="down", comment="de A")
+    stored_turn(conversation_of(outsider, "retail_orders", "b-1"), "cliente B", rating="down", comment="segredo de B")
+    analyst = Client()
+    analyst.force_login(tenant_analyst)
+
+    recent = analyst.get(f"{URL}/recent")
+    breakdown = analyst.get(f"{URL}/breakdown")
+    timeline = analyst.get(f"{URL}/timeline")
+
+    assert recent.status_code == breakdown.status_code == timeline.status_code == 200, recent.content
+    assert [row["comment"] for row in recent.json()] == ["de A"]
+    assert "segredo de B" not in str(breakdown.json()) and "retail_orders" not in str(breakdown.json())

@@ -11,7 +11,7 @@ from django.conf import settings
 from analytics import selectors
 from analytics.services import window_open
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("module_traffic")]  # built once (conftest.py)
 
 # How many sources each selector reads (handoff_list_recent reads the latest rows, not a window's totals), and
 # whether it names agents (one more query: the agent_id of the profiles they belong to).

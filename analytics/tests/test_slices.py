@@ -7,7 +7,7 @@ import pytest
 
 from analytics.filters import ERROR_COHORT, ERROR_VERSION
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("module_traffic")]  # built once (conftest.py)
 
 
 def get(client, path, **params):
