@@ -46,6 +46,7 @@ SPEC_NOT_SETTINGS = {
     "goals": "the goal domains' goals and capabilities",
     "tool_rights": "the document's tools",
     "backends": "the profile's remote backends (not versioned)",
+    "knowledge_documents": "the knowledge documents the document holds (a version's: those it was published with)",
 }
 
 
