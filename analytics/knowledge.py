@@ -184,6 +184,7 @@ GAP_EXAMPLE = inline_serializer(
         "message_id": serializers.IntegerField(),
         "asked_at": serializers.DateTimeField(),
     },
+    many=True,
 )
 GAPS_RESPONSE = inline_serializer(
     "KnowledgeGaps",

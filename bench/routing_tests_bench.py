@@ -90,6 +90,7 @@ def profile_document(rng: random.Random, intents: int, keywords: int, *, classif
         "goals": {},
         "capabilities": {},
         "tools": {},
+        "knowledge": {},
     }
 
 

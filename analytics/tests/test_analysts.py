@@ -36,6 +36,7 @@ ENDPOINTS = [
     "feedback/timeline",
     "feedback/breakdown",
     "feedback/recent",
+    "knowledge/gaps",
     "outcomes",
     "outcomes/timeline",
     "quality",

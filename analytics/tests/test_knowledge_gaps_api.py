@@ -11,7 +11,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from analytics.knowledge import GAPS_READ, _answers, _Gap, gaps_grouped, knowledge_gaps
-from conversations.models import KNOWLEDGE_SEARCHED, KNOWLEDGE_UNKNOWN, Conversation, Message
+from analytics.tests.traffic import messages_over_ninety_days
+from conversations.models import KNOWLEDGE_SEARCHED, KNOWLEDGE_UNKNOWN, Message
 from conversations.tests.stored_turns import conversation_of, stored_turn
 from knowledge.models import KnowledgeSource
 from knowledge.services import document_ingest
@@ -153,32 +154,10 @@ def test_the_counts_read_their_partial_indexes_on_postgresql(tenant, outsider, t
     unknown = {"knowledge": {"citations": [], "retrieved": [], "answered_from_knowledge": False, "unknown": True}}
     cited = {"knowledge": {"citations": [], "retrieved": [], "answered_from_knowledge": True}}
 
-    def metadata(role: str, turn: int) -> dict:
-        return {} if role == "user" else unknown if turn % 100 == 0 else cited if turn % 10 == 0 else {}
+    def metadata(turn: int) -> dict:
+        return unknown if turn % 100 == 0 else cited if turn % 10 == 0 else {}
 
-    for owner in (tenant, outsider):
-        for number in range(20):
-            conversation = Conversation.objects.create(
-                tenant=owner, profile=telecom, session_id=f"u{number}", conversation_key=f"{owner.slug}:t:u{number}"
-            )
-            Message.objects.bulk_create(
-                Message(
-                    conversation=conversation,
-                    profile=telecom,
-                    role=role,
-                    content="x",
-                    metadata=metadata(role, turn),
-                )
-                for turn in range(250)
-                for role in ("user", "assistant")
-            )
-    with connection.cursor() as cursor:  # 90 days, stored in time order as a platform's store is
-        cursor.execute(
-            "UPDATE routing_message SET created_at = %s - ((SELECT max(id) FROM routing_message) - id) * %s",
-            [timezone.now(), dt.timedelta(days=90) / 20_000],
-        )
-        cursor.execute("VACUUM ANALYZE routing_message")  # outside a transaction: this test commits
-        cursor.execute("VACUUM ANALYZE routing_conversation")
+    messages_over_ninety_days([tenant, outsider], telecom, lambda turn: {"metadata": metadata(turn)})
     week = {"start": days_ago(7), "end": timezone.now()}
     scope = {**week, "tenant_id": outsider.pk, "profile_id": None, "cohort": None, "version": None}
     answers = Message.objects.filter(role="assistant", conversation__tenant=outsider, created_at__gte=week["start"])

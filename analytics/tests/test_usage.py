@@ -9,8 +9,8 @@ from django.db import connection
 from django.utils import timezone
 
 from agents.models import ModelPrice
-from analytics.tests.traffic import ANSWER_USAGE
-from conversations.models import Conversation, Message
+from analytics.tests.traffic import ANSWER_USAGE, messages_over_ninety_days
+from conversations.models import Message
 from conversations.selectors import answers_usage_by_day
 
 pytestmark = pytest.mark.django_db
@@ -66,29 +66,7 @@ def test_the_usage_query_reads_the_usage_index_on_postgresql(tenant, outsider, t
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL's plan")
     now = timezone.now()
-    for owner in (tenant, outsider):
-        for number in range(20):
-            conversation = Conversation.objects.create(
-                tenant=owner, profile=telecom, session_id=f"u{number}", conversation_key=f"{owner.slug}:t:u{number}"
-            )
-            Message.objects.bulk_create(
-                Message(
-                    conversation=conversation,
-                    profile=telecom,
-                    role=role,
-                    content="x",
-                    **(ANSWER_USAGE if role == "assistant" else {}),
-                )
-                for _ in range(250)
-                for role in ("user", "assistant")
-            )
-    with connection.cursor() as cursor:  # 90 days, stored in time order as a platform's store is
-        cursor.execute(
-            "UPDATE routing_message SET created_at = %s - ((SELECT max(id) FROM routing_message) - id) * %s",
-            [now, dt.timedelta(days=90) / 20_000],
-        )
-        cursor.execute("VACUUM ANALYZE routing_message")  # outside a transaction: this test commits
-        cursor.execute("VACUUM ANALYZE routing_conversation")
+    messages_over_ninety_days([tenant, outsider], telecom, lambda turn: ANSWER_USAGE)
 
     plan = answers_usage_by_day(start=now - dt.timedelta(days=7), end=now, tenant_id=tenant.pk).explain()
 

@@ -47,9 +47,11 @@ escalated D1 (two rated down).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connection
 from django.utils import timezone
 
 from agents.models import AgentProfile
@@ -281,3 +283,35 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             decided_at=when,
         )
     return traffic
+
+
+def messages_over_ninety_days(
+    owners: list[Tenant], profile: AgentProfile, answer: Callable[[int], dict[str, Any]]
+) -> None:
+    """A store as a platform's is after 90 days, for the planner's choice of index: 20 conversations of each of
+    ``owners``, each of 250 turns (a message and its answer, the answer of turn ``n`` given ``answer(n)``'s fields),
+    dated evenly over the last 90 days in the order they were written, then vacuumed and analysed as autovacuum leaves
+    a store (outside a transaction: the caller's test commits)."""
+    for owner in owners:
+        for number in range(20):
+            conversation = Conversation.objects.create(
+                tenant=owner, profile=profile, session_id=f"u{number}", conversation_key=f"{owner.slug}:t:u{number}"
+            )
+            Message.objects.bulk_create(
+                Message(
+                    conversation=conversation,
+                    profile=profile,
+                    role=role,
+                    content="x",
+                    **(answer(turn) if role == "assistant" else {}),
+                )
+                for turn in range(250)
+                for role in ("user", "assistant")
+            )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE routing_message SET created_at = %s - ((SELECT max(id) FROM routing_message) - id) * %s",
+            [timezone.now(), dt.timedelta(days=90) / (len(owners) * 20 * 500)],
+        )
+        cursor.execute("VACUUM ANALYZE routing_message")
+        cursor.execute("VACUUM ANALYZE routing_conversation")
