@@ -30,10 +30,10 @@ from rest_framework.response import Response
 
 from analytics.apis import ERRORS, FILTER_PARAMETERS, AnalyticsApi
 from analytics.filters import MAX_RECENT_LIMIT, limit_parse
-from analytics.rollups import slice_where
+from analytics.selectors import window_rows
 from conversations.models import KNOWLEDGE_SEARCHED, KNOWLEDGE_UNKNOWN, Message, MessageRole
 from knowledge.public import question_words
-from tenants.public import TenantScope, tenant_scope_where
+from tenants.public import TenantScope
 
 GAPS_READ = 2000  # the latest unanswered questions grouped, at most
 EXAMPLES = 3  # the latest questions shown in a group
@@ -42,22 +42,11 @@ EXCERPT = 200  # characters of a question shown
 NO_WORD = ""  # the group of questions with no word that tells what they are about ("?", "hm")
 
 
-def _answers(
-    condition: Any,
-    *,
-    start: dt.datetime,
-    end: dt.datetime,
-    tenant_id: TenantScope,
-    profile_id: int | None,
-    cohort: str | None,
-    version: int | str | None,
-) -> QuerySet[Message]:
-    rows = Message.objects.filter(condition, created_at__gte=start, created_at__lt=end)
-    rows = rows.filter(**slice_where(cohort=cohort, version=version))
-    rows = rows.filter(**tenant_scope_where("conversation__tenant_id", tenant_id))
-    if profile_id is not None:
-        rows = rows.filter(profile_id=profile_id)
-    return rows.order_by()
+def _answers(condition: Any, **scope: Any) -> QuerySet[Message]:
+    """The answers of ``condition`` in the window and scope (:func:`analytics.selectors.window_rows`'s keywords)."""
+    return window_rows(
+        Message.objects.filter(condition), time_field="created_at", tenant_path="conversation__tenant_id", **scope
+    )
 
 
 @dataclass(frozen=True)

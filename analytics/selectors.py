@@ -103,13 +103,14 @@ def window_rows(
     profile_id: int | None = None,
     cohort: str | None = None,
     version: int | str | None = None,
+    tenant_path: str = "tenant_id",
 ) -> QuerySet[M]:
     """The rows of a table that repeats its turn's tenant, profile, cohort and version (handoffs, ratings, outcomes)
     whose ``time_field`` is in ``[start, end)``, in the scope asked; without the model's ordering (it would join the
-    ``GROUP BY``)."""
+    ``GROUP BY``). ``tenant_path``: where the row's tenant is (messages: ``conversation__tenant_id``)."""
     window = {f"{time_field}__gte": start, f"{time_field}__lt": end}
     rows = rows.filter(**window, **slice_where(cohort=cohort, version=version))
-    rows = rows.filter(**tenant_scope_where("tenant_id", tenant_id))
+    rows = rows.filter(**tenant_scope_where(tenant_path, tenant_id))
     if profile_id is not None:
         rows = rows.filter(profile_id=profile_id)
     return rows.order_by()
