@@ -272,6 +272,8 @@ RETENTION_PURGE_BATCH = env.integer("RETENTION_PURGE_BATCH", 100)
 RETENTION_PURGE_PAUSE_SECONDS = env.decimal("RETENTION_PURGE_PAUSE_SECONDS", 0.05)
 RETENTION_PURGE_SHARE = env.decimal("RETENTION_PURGE_SHARE", 0.25)  # at most this share of its time in batches
 RETENTION_PURGE_ROWS_PER_SECOND = env.decimal("RETENTION_PURGE_ROWS_PER_SECOND", 100.0)  # 0: as the share allows
+# The purge runs in a thread this much nicer than its caller's (common/priority.py; 0: in the caller's, as it is).
+RETENTION_PURGE_NICE = env.integer("RETENTION_PURGE_NICE", 10)
 if RETENTION_DAYS < 0 or RETENTION_PURGE_BATCH < 1 or RETENTION_PURGE_PAUSE_SECONDS < 0:
     raise ImproperlyConfigured(
         "RETENTION_DAYS and RETENTION_PURGE_PAUSE_SECONDS must not be negative, RETENTION_PURGE_BATCH at least 1."
@@ -280,6 +282,8 @@ if RETENTION_PURGE_ROWS_PER_SECOND < 0:
     raise ImproperlyConfigured("RETENTION_PURGE_ROWS_PER_SECOND must not be negative (0: no limit but the share).")
 if not 0 < RETENTION_PURGE_SHARE <= 1:
     raise ImproperlyConfigured("RETENTION_PURGE_SHARE must be above 0 and at most 1.")
+if not 0 <= RETENTION_PURGE_NICE <= 19:
+    raise ImproperlyConfigured("RETENTION_PURGE_NICE must be from 0 (the caller's priority) to 19 (the lowest).")
 
 # Operational events (docs/events.md, common/infra/bus.py): agent.completed, handoff.completed, rollout.rolled_back,
 # backend.down/up. Published off the request path to the Channels layer (groups "events" and "events.<tenant>";

@@ -14,7 +14,8 @@ database slows down with it instead of taking the database from the message path
 for minutes). With ``RETENTION_PURGE_ROWS_PER_SECOND`` the purge also deletes no more rows a second than that: it
 rests a batch's rows over the rate, begins with one conversation and sizes each next batch to about a second of rows
 by the rows a conversation has had so far, so that it deletes in small steps rather than in bursts (a burst is what a
-turn beside it feels).
+turn beside it feels). It runs in a thread of its own ``RETENTION_PURGE_NICE`` steps nicer than its caller's
+(:mod:`common.priority`): what it costs a turn beside it is CPU, which the kernel then gives the turn first.
 
 On PostgreSQL a batch's commit does not wait for its write-ahead log to reach the disk (``synchronous_commit`` off for
 that transaction alone): a crash may undo the last batches, record included, and the next run purges them again; turns'
@@ -49,6 +50,7 @@ from django.db import connection, transaction
 from django.db.models import SET_NULL, Exists, ForeignObjectRel, Min, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from common.priority import run_lowered
 from conversations.customer_data.registry import HOLDERS, ROOT, Holder
 from conversations.models import Conversation, Message
 from conversations.signals import store_rows_retiring
@@ -168,12 +170,29 @@ def retention_purge(
     dry_run: bool = False,
     batch_size: int | None = None,
     pause_seconds: float | None = None,
-    months: Iterable[MonthDropped] = (),
 ) -> Purge | None:
     """Purge the tenant's expired conversations (see the module); ``dry_run``: count the rows that would go and change
-    nothing. None when the tenant keeps its conversations forever. Batches and pause default to the settings.
-    ``months``: agent_handoffs' months :func:`retention_purge_all` dropped (dry: would drop), whose rows of this
-    tenant the purge counts (dry: the batches count them)."""
+    nothing. None when the tenant keeps its conversations forever. Batches and pause default to the settings. Runs
+    at a lower CPU priority than the caller's (``RETENTION_PURGE_NICE``, :func:`common.priority.run_lowered`)."""
+    return run_lowered(
+        lambda: _tenant_purge(
+            tenant=tenant, now=now, dry_run=dry_run, batch_size=batch_size, pause_seconds=pause_seconds
+        ),
+        steps=settings.RETENTION_PURGE_NICE,
+    )
+
+
+def _tenant_purge(
+    *,
+    tenant: Tenant,
+    now: dt.datetime | None,
+    dry_run: bool,
+    batch_size: int | None = None,
+    pause_seconds: float | None = None,
+    months: Iterable[MonthDropped] = (),
+) -> Purge | None:
+    """:func:`retention_purge` in the caller's thread. ``months``: agent_handoffs' months :func:`retention_purge_all`
+    dropped (dry: would drop), whose rows of this tenant the purge counts (dry: the batches count them)."""
     window_days = tenant.retention_window_days()
     if window_days is None:
         return None
@@ -246,7 +265,12 @@ def _sorted(counts: Counter[str]) -> dict[str, int]:
 
 def retention_purge_all(*, now: dt.datetime | None = None, dry_run: bool = False) -> list[Purge]:
     """:func:`retention_purge` every tenant whose conversations are not kept forever (inactive ones too), by slug,
-    after dropping (dry: naming) agent_handoffs' months that may go whole (see the module)."""
+    after dropping (dry: naming) agent_handoffs' months that may go whole (see the module); at a lower CPU priority,
+    as :func:`retention_purge`."""
+    return run_lowered(lambda: _purge_all(now=now, dry_run=dry_run), steps=settings.RETENTION_PURGE_NICE)
+
+
+def _purge_all(*, now: dt.datetime | None, dry_run: bool) -> list[Purge]:
     tenants = list(Tenant.objects.order_by("slug"))
     months = handoff_months_expired(tenants=tenants, now=now)
     if not dry_run:
@@ -255,7 +279,7 @@ def retention_purge_all(*, now: dt.datetime | None = None, dry_run: bool = False
             partition_drop(month.partition)
     purges = []
     for tenant in tenants:
-        purge = retention_purge(tenant=tenant, now=now, dry_run=dry_run, months=months)
+        purge = _tenant_purge(tenant=tenant, now=now, dry_run=dry_run, months=months)
         if purge is not None:
             purges.append(purge)
     return purges

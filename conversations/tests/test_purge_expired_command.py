@@ -8,9 +8,12 @@ import io
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.utils import timezone
 
+from common.priority import NICEST, lowered_here_possible, thread_niceness
 from conversations.models import Conversation, Message
+from conversations.signals import store_rows_retiring
 from conversations.tests.stored_turns import conversation_of, stored_turn
 from tenants.models import RetentionPurge
 from tests.factories import TenantFactory
@@ -26,6 +29,10 @@ def run(*args: str) -> str:
 
 @pytest.fixture
 def expired(db):
+    return _expired()
+
+
+def _expired() -> Conversation:
     tenant = TenantFactory(slug="tenant_a", retention_days=10)
     when = timezone.now() - dt.timedelta(days=12)
     conversation = conversation_of(tenant, session="old")
@@ -64,3 +71,24 @@ def test_the_periodic_job_runs_the_purge(expired):
     call_command("periodic", "--once", stdout=io.StringIO())  # every job of the beat's schedule, in this process
 
     assert not Conversation.objects.filter(pk=expired.pk).exists()
+
+
+@pytest.mark.skipif(not lowered_here_possible(), reason="a thread's own niceness is Linux's")
+def test_the_purge_runs_at_a_lower_cpu_priority_than_its_caller_whose_own_stays(transactional_db, settings):
+    settings.RETENTION_PURGE_NICE = 7
+    gone = _expired()
+    before, seen = thread_niceness(), []
+
+    def record(**_):
+        seen.append(thread_niceness())
+
+    store_rows_retiring.connect(record, sender=Conversation)
+    try:
+        run()
+    finally:
+        store_rows_retiring.disconnect(record, sender=Conversation)
+
+    assert not Conversation.objects.filter(pk=gone.pk).exists()
+    in_memory = connection.vendor == "sqlite" and connection.is_in_memory_db()  # one connection: the caller's thread
+    assert seen == [before if in_memory else min(before + 7, NICEST)]
+    assert thread_niceness() == before
