@@ -11,6 +11,8 @@ from knowledge.retrieval import knowledge_retrieve
 from knowledge.services import document_delete, document_ingest
 from knowledge.versions import rows_chosen
 from knowledge.words import words_counted
+from releases.models import RolloutPlan
+from releases.rollout.commands import plan_command, plan_start
 from releases.versions import document_diff, version_publish, version_revert
 from routing import snapshot
 from routing.documents import profile_documents
@@ -30,6 +32,7 @@ PLANS_NEW = b"""# Plans and internet
 
 The fibre plan delivers up to 900 megabits per second. Speed tests should be run over a cable, not over Wi-Fi.
 """
+PLANS_THIRD = PLANS_NEW.replace(b"900", b"1000")
 OLD_ANSWER, NEW_ANSWER = "up to 500 megabits per second", "up to 900 megabits per second"
 
 
@@ -162,6 +165,30 @@ def test_a_revert_answers_from_the_current_document_of_a_file_whose_row_is_gone(
 
     assert not KnowledgeDocument.objects.filter(pk=first.document_id).exists()
     assert cited(ask(api, QUESTION)) == second.document_id
+
+
+def test_a_rollout_candidates_document_is_kept_while_its_plan_runs_and_goes_at_the_first_publish_after_it_ends(
+    telecom, source
+):
+    first = document_ingest(source=source, file_name="plans.md", data=PLANS)
+    publish(telecom)
+    second = document_ingest(source=source, file_name="plans.md", data=PLANS_NEW)
+    candidate = version_publish(profile=telecom, document=profile_documents()["telecom_contas"], release=False)
+    plan = RolloutPlan.objects.create(name="speed", profile=telecom, candidate=candidate, stages=[10, 50, 100])
+    plan_start(plan, actor="test")
+
+    third = document_ingest(source=source, file_name="plans.md", data=PLANS_THIRD)
+    version_publish(profile=telecom, document=profile_documents()["telecom_contas"], release=False)  # held anew
+
+    held = dict(KnowledgeDocument.objects.filter(source=source).values_list("pk", "held_by"))
+    assert held == {first.document_id: [1], second.document_id: [2], third.document_id: [3]}
+    assert words_kept(source) == words_of_rows(source)
+
+    plan_command(plan, "abort", actor="test")
+    publish(telecom, "the third speed")
+
+    assert list(KnowledgeDocument.objects.filter(source=source).values_list("pk", flat=True)) == [third.document_id]
+    assert words_kept(source) == words_of_rows(source)
 
 
 def test_the_rows_a_versions_keys_name_are_the_exact_ones_else_the_current_of_their_file():
