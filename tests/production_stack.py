@@ -13,7 +13,8 @@ Everything the reliability probe started, started again for this test session al
 a redis-server of their own (``scripts/services.py``'s context managers, on free ports), the two example MCP
 servers, one Celery worker (prefork, 4 children, as docker-compose runs it) and the production web server
 ``python -m platform.serve --workers 2`` with ``DJANGO_DEBUG=false``. The database is prepared as an operator
-would: ``migrate``, ``seed_demo``, ``create_api_key``. Every process writes its stdout and stderr to its own log
+would: ``migrate``, ``collectstatic``, ``seed_demo``, then the admin's edits and ``create_api_key`` in one
+``manage.py shell``. Every process writes its stdout and stderr to its own log
 file under the stack's directory (``log_files()``); a test that fails gets them copied to
 ``$TEST_OUTPUT_DIR/production-stack/<test>/``.
 
@@ -342,7 +343,7 @@ class ProductionStack:
         env.update(self._planted_settings(env["DJANGO_SECRET_KEY"]))
         self.env = env
         self._prepare_database()
-        self._plant_data()
+        self._configure()
         for name in self.mcp_ports:
             self.start_mcp(name)
         self.worker = StackCeleryWorker(
@@ -393,10 +394,16 @@ class ProductionStack:
             MODEL_KEY_VARIABLE: canary["profile model key"],
         }
 
-    def _plant_data(self) -> None:
-        """The secrets an operator keeps in the admin: the telecom MCP endpoint's credentials, a remote backend's on
-        retail_orders, finance_assistente's own model endpoint (router mode, published). The values go to the
-        shell through its environment, so that manage.log does not carry them."""
+    def _configure(self) -> None:
+        """What an operator does in the admin, and the keys it hands out, in one ``manage.py shell`` (each start of
+        ``manage.py`` costs seconds of imports; one start instead of five):
+
+        * one profile fans out to the workers (published), each MCP server has a short timeout (the fault tests wait
+          for it; servers are not versioned);
+        * the secrets an operator keeps in the admin: the telecom MCP endpoint's credentials, a remote backend's on
+          retail_orders, finance_assistente's own model endpoint (router mode, published). The values go to the
+          shell through its environment, so that manage.log does not carry them;
+        * the API keys of ``self.keys``, made by ``create_api_key`` (its stdout, which holds them, is not logged)."""
         canary = self.canaries
         assert self.sink is not None
         sink = urlsplit(self.sink.url)
@@ -412,13 +419,23 @@ class ProductionStack:
             f"/desk?token={canary['desk token']}",
             "STACK_DESK_SECRET": canary["desk secret"],
         }
-        self.manage(
+        keys = {
+            "tenant_a": ["--tenant", "tenant_a"],
+            "tenant_a_debug": ["--tenant", "tenant_a", "--debug", "--preview"],
+            "tenant_b": ["--tenant", "tenant_b"],
+        }
+        made = self.manage(
             "shell",
             "-c",
-            "import os\n"
+            "import io, os\n"
+            "from django.core.management import call_command\n"
             "from agents.models import AgentProfile, ExternalDesk, McpServer, RemoteBackend\n"
             "from common.config_version import config_version_bump\n"
             "from releases.versions import version_publish\n"
+            f"AgentProfile.objects.filter(agent_id={SUPERVISOR_PROFILE!r}).update(routing_mode='supervisor')\n"
+            f"version_publish(profile=AgentProfile.objects.get(agent_id={SUPERVISOR_PROFILE!r}), note='supervisor')\n"
+            f"McpServer.objects.update(timeout={MCP_TIMEOUT_SECONDS})\n"
+            "config_version_bump()\n"
             "server = McpServer.objects.get(name='telecom')\n"
             "server.endpoint = os.environ['STACK_MCP_ENDPOINT']\n"
             "server.save()\n"
@@ -435,9 +452,18 @@ class ProductionStack:
             f"finance.escalation = {{**finance.escalation, 'desk': {DESK_NAME!r}}}\n"
             "finance.save()\n"
             "version_publish(profile=finance, note='own model endpoint')\n"
-            "config_version_bump()\n",
+            "config_version_bump()\n"
+            f"for name, args in {keys!r}.items():\n"
+            "    out = io.StringIO()\n"
+            "    call_command('create_api_key', *args, '--name', f'stack {name}', stdout=out)\n"
+            "    print(name, out.getvalue().strip().splitlines()[-1])\n",
             env=planted,
+            secret_output=True,
         )
+        for line in made.strip().splitlines()[-len(keys) :]:
+            name, key = line.split()
+            self.keys[name] = key
+        assert set(self.keys) == set(keys), f"keys made: {sorted(self.keys)}"
 
     @staticmethod
     def _cluster(url: str) -> PostgresCluster:
@@ -474,29 +500,6 @@ class ProductionStack:
         self.manage("migrate", "--no-input")
         self.manage("collectstatic", "--no-input")
         self.manage("seed_demo")
-        # What an operator does in the admin: one profile fans out to the workers (published), each MCP server has a
-        # short timeout (the fault tests wait for it; servers are not versioned).
-        self.manage(
-            "shell",
-            "-c",
-            "from agents.models import AgentProfile, McpServer\n"
-            "from common.config_version import config_version_bump\n"
-            "from releases.versions import version_publish\n"
-            f"AgentProfile.objects.filter(agent_id={SUPERVISOR_PROFILE!r}).update(routing_mode='supervisor')\n"
-            f"version_publish(profile=AgentProfile.objects.get(agent_id={SUPERVISOR_PROFILE!r}), note='supervisor')\n"
-            f"McpServer.objects.update(timeout={MCP_TIMEOUT_SECONDS})\n"
-            "config_version_bump()\n",
-        )
-        for name, args in {
-            "tenant_a": ["--tenant", "tenant_a"],
-            "tenant_a_debug": ["--tenant", "tenant_a", "--debug", "--preview"],
-            "tenant_b": ["--tenant", "tenant_b"],
-        }.items():
-            self.keys[name] = (
-                self.manage("create_api_key", *args, "--name", f"stack {name}", secret_output=True)
-                .strip()
-                .splitlines()[-1]
-            )
 
     # ---- addresses
 

@@ -16,6 +16,7 @@ starts another.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -34,7 +35,8 @@ MARKER = "sqlite_too"
 RUN_TIMEOUT_SECONDS = 1800
 # The marked files are run in this many subprocesses, each a test of its own that xdist gives to any worker: one
 # run of them all took 170-250 s of a busy machine's time, close to the hang guard above. Files are dealt to the
-# shards by size (the crawls and the browser day are the biggest), so no shard holds the heavy ones together.
+# shards by their time (:func:`file_weight`), so no shard holds the heavy ones together: dealt by size, one shard
+# held the crawl, the migration test and the browser day and ran 392 s while the others ran about 150 s.
 SHARDS = 3
 # Each shard a unit of work of its own (tests/xdist_worker.py hands out whole files otherwise): the three start
 # first on three workers (they are ``slow``), instead of one after the other on one.
@@ -45,15 +47,41 @@ SHARD_PARAMS = [
 
 pytestmark = pytest.mark.slow  # the marked tests again, in a process of its own
 
+# The seconds the heaviest marked files took in one run of them all on SQLite (one process, at a load of 5 to 8 on two
+# cores: 756 s in all): their weight when the shards are dealt. Only the balance of the shards rests on these, never
+# an outcome; a file missing here weighs its size at BYTES_PER_SECOND (the rest of that run: 507 kB in 217 s).
+MEASURED_SECONDS = {
+    "tests/test_role_crawl.py": 165,
+    "releases/tests/test_rollout_webhook.py": 80,  # a data migration's test, run from an earlier state
+    "conversations/tests/test_knowledge_turn.py": 77,
+    "tests/test_editor_day_browser.py": 42,
+    "conversations/tests/test_admin_tenants.py": 30,
+    "conversations/tests/test_memory_tool.py": 26,
+    "tests/test_demo_snapshot.py": 26,
+    "conversations/tests/test_admin_timeline_stack.py": 24,
+    "tests/test_admin_pages_as_sent.py": 22,
+    "tests/test_admin_smoke.py": 20,
+    "releases/tests/test_calibration_words.py": 15,
+    "releases/tests/test_release_approval.py": 14,
+}
+BYTES_PER_SECOND = 2300
 
-def shard_files(files: list[Path], shard: int, shards: int = SHARDS) -> list[Path]:
-    """The files of ``shard``: each file, largest first, goes to the shard holding the fewest bytes so far."""
-    held = [0] * shards
+
+def file_weight(path: Path, root: Path = ROOT) -> float:
+    """What ``path`` is reckoned to take on SQLite: its measured seconds, or its size at :data:`BYTES_PER_SECOND`."""
+    measured = MEASURED_SECONDS.get(path.relative_to(root).as_posix())
+    return float(measured) if measured is not None else path.stat().st_size / BYTES_PER_SECOND
+
+
+def shard_files(files: list[Path], shard: int, shards: int = SHARDS, root: Path = ROOT) -> list[Path]:
+    """The files of ``shard``: each file, heaviest first (:func:`file_weight`), goes to the shard holding the least
+    weight so far."""
+    held = [0.0] * shards
     dealt: list[list[Path]] = [[] for _ in range(shards)]
-    for path in sorted(files, key=lambda path: (-path.stat().st_size, str(path))):
+    for path in sorted(files, key=lambda path: (-file_weight(path, root), str(path))):
         lightest = held.index(min(held))
         dealt[lightest].append(path)
-        held[lightest] += path.stat().st_size
+        held[lightest] += file_weight(path, root)
     return sorted(dealt[shard])
 
 
@@ -121,6 +149,8 @@ def test_the_tests_marked_sqlite_too_pass_on_sqlite_as_well(tmp_path, shard):
             "-p",
             "no:cacheprovider",
             "--reuse-db",  # the migrated copy (above) as it is
+            # No marked test uses hypothesis or faker: their plugins' imports cost each shard 1.7 s of CPU.
+            *("-p", "no:hypothesispytest", "-p", "no:faker"),
             f"--junitxml={report}",
             *(str(path.relative_to(ROOT)) for path in files),
         ],
@@ -154,10 +184,33 @@ def test_the_shards_share_the_files_out_without_losing_or_repeating_one(tmp_path
         path.write_text("x" * size, encoding="utf-8")
         files.append(path)
 
-    shards = [shard_files(files, shard, shards=3) for shard in range(3)]
+    shards = [shard_files(files, shard, shards=3, root=tmp_path) for shard in range(3)]
 
     assert sorted(path for shard in shards for path in shard) == sorted(files)
     assert [sum(path.stat().st_size for path in shard) for shard in shards] == [900, 700, 700]
+
+
+def test_a_file_measured_slow_weighs_its_seconds_not_its_size(tmp_path):
+    crawl = tmp_path / "tests" / "test_role_crawl.py"
+    crawl.parent.mkdir()
+    crawl.write_text("# small, yet the slowest\n", encoding="utf-8")
+    others = []
+    for index in range(3):  # a minute each by their size: together longer than the crawl alone
+        path = tmp_path / f"test_{index}.py"
+        path.write_text("x" * BYTES_PER_SECOND * 60, encoding="utf-8")
+        others.append(path)
+
+    shards = [shard_files([crawl, *others], shard, shards=2, root=tmp_path) for shard in range(2)]
+
+    assert file_weight(crawl, tmp_path) == MEASURED_SECONDS["tests/test_role_crawl.py"]
+    assert file_weight(others[0], tmp_path) == 60
+    assert shards == [[crawl], sorted(others)]
+
+
+def test_every_file_measured_is_a_marked_file_of_the_suite():
+    marked = {path.relative_to(ROOT).as_posix() for path in marked_test_files()}
+
+    assert set(MEASURED_SECONDS) <= marked, set(MEASURED_SECONDS) - marked
 
 
 def test_only_files_that_mention_the_marker_are_collected(tmp_path):
@@ -186,3 +239,9 @@ def test_the_failures_of_a_report_are_named(tmp_path):
         "tests.test_admin_smoke::test_pages[b] (assert 500 == 200)",
         "routing.tests.test_x::test_y (boom)",
     ]
+
+
+def test_no_marked_file_needs_a_plugin_the_shards_leave_out():
+    needing = [path for path in marked_test_files() if re.search(r"\b(hypothesis|faker)\b", path.read_text())]
+
+    assert not needing, f"a shard runs without the hypothesis and faker plugins: {needing}"
