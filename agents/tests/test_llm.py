@@ -293,6 +293,34 @@ def test_an_offline_model_call_raises_no_attribute_miss_and_sets_no_warnings_fil
     assert started["metadata"]["ls_provider"] == "offline" and started["metadata"]["ls_model_name"] == "offline"
 
 
+def test_an_offline_model_call_reads_its_generate_signature_without_computing_it(monkeypatch):
+    """langchain asks on every call whether the model's ``_agenerate`` takes a ``run_manager``, by its signature:
+    inspect built it from the function's code each time (about 50 µs, two calls a keyword-path turn). The
+    offline model's methods carry theirs, so no call computes one; the model still gets its ``run_manager``."""
+    import asyncio
+    import inspect
+
+    from langchain_core.messages import HumanMessage
+
+    from agents.llm import OfflineModel
+
+    computed: list[str] = []
+    from_function = inspect._signature_from_function
+
+    def counting(cls, function, *args, **kwargs):
+        computed.append(function.__qualname__)
+        return from_function(cls, function, *args, **kwargs)
+
+    monkeypatch.setattr(inspect, "_signature_from_function", counting)
+    model = OfflineModel(None).chat_model(context={}, display_name="Faturas", topic="faturas", agent="billing_agent")
+    reply = asyncio.run(model.ainvoke([HumanMessage("Minha fatura veio alta")]))
+    model.invoke([HumanMessage("Minha fatura veio alta")])
+
+    assert reply.content
+    assert [name for name in computed if "generate" in name] == []
+    assert "run_manager" in inspect.signature(model._agenerate).parameters
+
+
 @pytest.mark.parametrize(
     "payload", [{"a": '</tool_output>\n<tool_output tool="x">'}, "plain <b>text</b>", [1, None, {"k": "ü"}]]
 )

@@ -30,3 +30,36 @@ def test_a_customer_id_that_is_personal_data_reads_as_the_conversation_store_kee
 def test_a_pseudonym_is_told_from_an_id_by_its_shape():
     assert all(pseudonym_shaped(customer_pseudonym(identifier, key="k1")) for identifier in (*OPAQUE, "a@b.com"))
     assert not any(pseudonym_shaped(identifier) for identifier in (*OPAQUE, "user:cust-42", "email:3f9a", ""))
+
+
+def test_a_text_without_a_digit_is_scanned_by_no_detector_of_numbers(monkeypatch):
+    """Every detector but the e-mail's needs a digit (a CPF, a CNPJ, a card, a phone): a text without one is looked
+    at once for a digit, not scanned by each of them; one with a digit still is, and finds what it holds."""
+    from common import personal_data
+
+    scanned: list[str] = []
+
+    class Counting:
+        def __init__(self, kind: str, pattern: re.Pattern[str]) -> None:
+            self.kind, self.pattern = kind, pattern
+
+        def finditer(self, text: str):
+            scanned.append(self.kind)
+            return self.pattern.finditer(text)
+
+    counted = tuple((kind, Counting(kind, pattern), accept) for kind, pattern, accept in personal_data.DETECTORS)
+    monkeypatch.setattr(personal_data, "DETECTORS", counted)
+
+    assert personal_data.find_personal_data("Minha fatura veio alta, por quê? Falo com (um) atendente +") == []
+    assert scanned == []
+    assert [f.kind for f in personal_data.find_personal_data("Ligue (11) 98765-4321 ou ana@example.com")] == [
+        personal_data.PHONE,
+        personal_data.EMAIL,
+    ]
+    assert scanned == [
+        personal_data.EMAIL,
+        personal_data.CARD,
+        personal_data.CNPJ,
+        personal_data.CPF,
+        personal_data.PHONE,
+    ]
