@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from django.urls import reverse
 
-from agents.public import MIN_WORDS_HELD, content_words, held_in, stems_of
+from agents.public import MIN_WORDS_HELD, asked_words, held_in, stems_of
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search
 from knowledge.versions import Key
@@ -65,7 +65,7 @@ def _passage_words(heading: str, text: str) -> frozenset[str]:
 
 
 def _considered(hits: Iterable[Hit], query: str) -> list[Considered]:
-    asked = content_words(query)  # the question's words, read once for the passages found
+    asked = asked_words(query)  # the question's words, read once for the passages found
     out = []
     for hit in hits:
         held = held_in(asked, _passage_words(hit.heading, hit.text)) if asked else 0

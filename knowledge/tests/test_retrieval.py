@@ -178,3 +178,12 @@ def test_a_passage_that_shares_one_word_of_a_question_of_several_is_not_used_how
     assert shares_a_word.considered[0].relevance == 0.5 and not shares_a_word.used
     assert answers.used[0].hit.heading == "Delivery › Delivery times"
     assert one_word.used[0].hit.heading == "Pagamentos › Parcelamento"
+
+
+def test_a_question_naming_a_short_name_the_passage_does_not_hold_is_not_used_for_its_other_word(help_centre):
+    elsewhere = retrieve(help_centre, "en", "Do you ship to the US?")  # ship, US: the first only
+    same_day = retrieve(help_centre, "en", "Do you ship the same day?")  # ship: all the question's words
+
+    assert elsewhere.considered[0].hit.heading == "Delivery › Delivery times"
+    assert (elsewhere.considered[0].held, elsewhere.considered[0].asked) == (1, 2) and not elsewhere.used
+    assert same_day.used[0].hit.heading == "Delivery › Delivery times"
