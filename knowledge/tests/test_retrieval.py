@@ -187,3 +187,20 @@ def test_a_question_naming_a_short_name_the_passage_does_not_hold_is_not_used_fo
     assert elsewhere.considered[0].hit.heading == "Delivery › Delivery times"
     assert (elsewhere.considered[0].held, elsewhere.considered[0].asked) == (1, 2) and not elsewhere.used
     assert same_day.used[0].hit.heading == "Delivery › Delivery times"
+
+
+def test_another_language_is_used_beside_the_conversations_only_when_it_holds_more_of_the_question(db):
+    profile = AgentProfileFactory(agent_id="carrier", language="es")
+    source = KnowledgeSource.objects.create(profile=profile, name="Help centre", language="es")
+    articles = {
+        ("es", "planes.md"): "# Cambiar de plan\n\nEl saldo de recarga del prepago pasa al plan nuevo.\n",
+        ("pt", "recarga.md"): "# Recarga do pré-pago\n\nA recarga mínima do pré-pago é de 15 reais.\n",
+    }
+    for (language, file_name), text in articles.items():
+        document_ingest(source=source, file_name=file_name, data=text.encode(), language=language)
+
+    partly = retrieve(profile, "es", "cual es la recarga minima del prepago")  # recarga, prepago of three in Spanish
+    wholly = retrieve(profile, "es", "el saldo de recarga del prepago")  # every word in Spanish
+
+    assert [(p.hit.language, p.relevance) for p in partly.used] == [("pt", 1.0), ("es", 0.666667)]
+    assert {p.hit.language for p in wholly.considered} == {"es"}
