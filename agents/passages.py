@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.stop_words import STOP_WORDS
-from common.text import normalize
+from common.text import fold, normalize
 
 PASSAGES_NOTE = (
     "Passages of the business's own documents that may answer the customer's message arrive between <passages> and "
@@ -83,6 +83,10 @@ _COMPOUND = re.compile(r"(?<![\w-])(\w+)-(\w+)(?![\w-])")
 # of "Delivery to Iceland?" with an article on delivery times) is a word shared, not an answer.
 MIN_WORDS_HELD = 2
 STEM_CHARS = 5  # words alike when their first letters up to this many are ("senha", "senhas"; "refund", "refunds")
+# A name or a code of fewer letters than a content word, which the bar reads though it is short: two or three
+# capitals in a text that is not all capitals ("the LOS light", "ship to the US"), or letters and digits together
+# ("5G", "PS5", "S24", "10h"). Longer ones ("PETR4", "CNPJ") are content words already.
+_MARK = re.compile(r"(?<![\w-])(\w{2,3})(?![\w-])")
 MAX_SENTENCES = 3
 
 
@@ -124,33 +128,58 @@ def content_words(text: str) -> list[str]:
     return list(dict.fromkeys(word for word in normalize(text).split() if len(word) >= 4 and word not in _COMMON))
 
 
+def marks_of(text: str) -> list[str]:
+    """The short names and codes of ``text`` (:data:`_MARK`), each once, in order: capitals as written (accents
+    aside: "LOS", "US"), codes of letters and digits folded ("5g", "ps5"); no capitals when ``text`` is all
+    capitals (shouted, not named)."""
+    shouted = not any(char.islower() for char in text)
+    marks = []
+    for token in _MARK.findall(text):
+        if any(char.isdigit() for char in token) and not token.isdigit():
+            if "_" not in token:
+                marks.append(fold(token))
+        elif token.isalpha() and token.isupper() and not shouted:
+            marks.append(fold(token).upper())
+    return list(dict.fromkeys(marks))
+
+
+def asked_words(text: str) -> list[str]:
+    """What the relevance bar counts of a question: its content words (:func:`content_words`), then its short names
+    and codes (:func:`marks_of`: "the LOS light", "5G"), which a text holds only as the same mark."""
+    return [*content_words(text), *marks_of(text)]
+
+
 def stems_of(text: str) -> set[str]:
-    """The first letters of ``text``'s words of four letters or more, its hyphenated compounds joined too."""
+    """The first letters of ``text``'s words of four letters or more, its hyphenated compounds joined too, and its
+    short names and codes (:func:`marks_of`)."""
     joined = (first + second for first, second in _COMPOUND.findall(text))
     words = [*normalize(text).split(), *(normalize(word) for word in joined)]
-    return {word[:STEM_CHARS] for word in words if len(word) >= 4}
+    return {word[:STEM_CHARS] for word in words if len(word) >= 4} | set(marks_of(text))
 
 
 def _found(word: str, stems: AbstractSet[str]) -> bool:
     """``word`` is among ``stems``: the same first :data:`STEM_CHARS` letters ("senha", "senhas"), or for a shorter
-    word, the start of one ("take", "takes")."""
+    word, the start of one ("take", "takes"); a name or a code (:func:`marks_of`, under four characters) the same."""
+    if len(word) < 4:
+        return word in stems
     return word[:STEM_CHARS] in stems or (len(word) < STEM_CHARS and any(stem.startswith(word) for stem in stems))
 
 
 def words_held(question: str, text: str) -> tuple[int, int]:
-    """How many of ``question``'s content words (:func:`content_words`) ``text`` holds, and how many it has."""
-    asked = content_words(question)
+    """How many of ``question``'s words the bar counts (:func:`asked_words`) ``text`` holds, and how many it has."""
+    asked = asked_words(question)
     return held_in(asked, stems_of(text)) if asked else 0, len(asked)
 
 
 def held_in(asked: list[str], stems: AbstractSet[str]) -> int:
-    """How many of the content words ``asked`` (:func:`content_words`) a text of ``stems`` (:func:`stems_of`) holds."""
+    """How many of the words ``asked`` (:func:`asked_words`) a text of ``stems`` (:func:`stems_of`) holds."""
     return sum(_found(word, stems) for word in asked)
 
 
 def coverage(question: str, text: str) -> float:
-    """The share of ``question``'s content words (:func:`content_words`) that ``text`` holds, in [0, 1]: how much of
-    what is asked a passage speaks of, the same on every engine (0 for a question with no content word)."""
+    """The share of ``question``'s words the bar counts (:func:`asked_words`: its content words, names and codes)
+    that ``text`` holds, in [0, 1]: how much of what is asked a passage speaks of, the same on every engine (0 for a
+    question with none)."""
     held, asked = words_held(question, text)
     return held / asked if asked else 0.0
 
@@ -203,8 +232,8 @@ def sentences_of(passage: str) -> list[str]:
 
 def relevant_sentences(passage: str, question: str, *, limit: int = MAX_SENTENCES) -> list[str]:
     """The sentences of ``passage`` (:func:`sentences_of`) that hold a content word of ``question``
-    (:func:`content_words`), in the passage's order, at most ``limit``; the passage's first sentence when none does."""
+    (:func:`asked_words`), in the passage's order, at most ``limit``; the passage's first sentence when none does."""
     sentences = sentences_of(passage)
-    asked = content_words(question)
+    asked = asked_words(question)
     shared = [sentence for sentence in sentences if any(_found(word, stems_of(sentence)) for word in asked)]
     return (shared or sentences[:1])[:limit]

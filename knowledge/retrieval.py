@@ -3,7 +3,7 @@
 The compiled snapshot holds :func:`knowledge_profiles`, so the engine (``conversations.knowledge_turn``) knows without
 a query whether a profile holds any: a profile with no knowledge pays nothing for it. For one that does,
 :func:`knowledge_retrieve` searches (:func:`knowledge.search.knowledge_search`) the conversation's language
-first and, when no passage of it reaches the relevance bar, every language.
+first and, when no passage of it reaches the relevance bar or none holds the whole question, every language.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from django.urls import reverse
 
-from agents.public import MIN_WORDS_HELD, content_words, held_in, stems_of
+from agents.public import MIN_WORDS_HELD, asked_words, held_in, stems_of
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search
 from knowledge.versions import Key
@@ -65,7 +65,7 @@ def _passage_words(heading: str, text: str) -> frozenset[str]:
 
 
 def _considered(hits: Iterable[Hit], query: str) -> list[Considered]:
-    asked = content_words(query)  # the question's words, read once for the passages found
+    asked = asked_words(query)  # the question's words, read once for the passages found
     out = []
     for hit in hits:
         held = held_in(asked, _passage_words(hit.heading, hit.text)) if asked else 0
@@ -97,8 +97,9 @@ def knowledge_retrieve(
     """The ``limit`` best passages of the profile's knowledge for ``query`` as ``tenant_pk`` may read it (the shared
     sources and its own), keeping to ``tags`` when given: those in ``language`` (every language when it is empty),
     and when none of them reaches ``min_score`` and ``every_language`` is on, the ``limit`` best of every language
-    after them. ``documents``: the documents the version searched holds (:func:`knowledge.versions.document_keys`;
-    ``None``: the current ones)."""
+    after them; when the best of them at the bar holds fewer than all the question's words, those of every language
+    holding more of it than that one. ``documents``: the documents the version searched holds
+    (:func:`knowledge.versions.document_keys`; ``None``: the current ones)."""
     tags = tuple(tags)
     found = knowledge_search(
         profile=profile_pk,
@@ -110,12 +111,16 @@ def knowledge_retrieve(
         documents=documents,
     )
     considered = _considered(found, query)
-    if every_language and language and not any(passage.reaches(min_score) for passage in considered):
+    best = max((passage.relevance for passage in considered if passage.reaches(min_score)), default=None)
+    if every_language and language and (best is None or best < 1):
         seen = {hit.passage_id for hit in found}
         others = knowledge_search(
             profile=profile_pk, query=query, tenant=tenant_pk, tags=tags, limit=limit, documents=documents
         )
-        considered += _considered((hit for hit in others if hit.passage_id not in seen), query)
+        more = _considered((hit for hit in others if hit.passage_id not in seen), query)
+        # Beside passages of the conversation's language at the bar, another language's only when it holds more of
+        # the question: a customer asks in their language about what the business wrote in one other.
+        considered += more if best is None else [passage for passage in more if passage.relevance > best]
     return Retrieved(tuple(considered), min_score)
 
 

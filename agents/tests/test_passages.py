@@ -45,6 +45,16 @@ def test_a_word_a_passage_writes_with_a_hyphen_is_held_by_a_question_that_writes
     assert words_held("quero a fatura por email", passage) == (2, 2)
 
 
+def test_a_short_name_or_code_of_a_question_counts_and_a_passage_holds_it_only_as_the_same_mark():
+    lights = "Check the modem's lights.\n- **LOS** red: no signal comes through the fibre. Call us."
+
+    assert words_held("the LOS light on my router is red", lights) == (2, 3)  # light, LOS; not router
+    assert words_held("do you ship to the US?", "Orders ship the same day. Write to us.") == (1, 2)  # us is no US
+    assert words_held("o chip 4G funciona no 5G?", "Todo chip funciona no 4g.") == (3, 4)  # chip, funciona, 4G
+    assert words_held("is the ps5 back in stock?", "The PS5 is back.") == (2, 3)
+    assert coverage("EU QUERO MINHA FATURA", "A fatura chega por e-mail.") == 1.0  # shouted: no names
+
+
 def test_the_stop_words_of_the_three_languages_tell_nothing_of_what_a_question_is_about():
     assert content_words("posso trocar depois da entrega?") == ["trocar", "entrega"]
     assert content_words("how long until the technician comes?") == ["long", "technician", "comes"]

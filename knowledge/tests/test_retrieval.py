@@ -145,7 +145,9 @@ def test_a_passages_words_are_read_once_whatever_questions_find_it(help_centre, 
     read: list[str] = []
     monkeypatch.setattr(retrieval, "stems_of", lambda text: read.append(text) or agents.passages.stems_of(text))
     retrieval._passage_words.cache_clear()
-    questions = ["Posso parcelar a compra no cartão de crédito?", "Qual o prazo para parcelar no cartão?"]
+    # Both held whole by a Portuguese passage: no other language is searched (it would read the words of passages
+    # it then leaves out, which no question here considers).
+    questions = ["Posso parcelar a compra no cartão de crédito?", "Posso parcelar no cartão?"]
     first, second = (retrieve(help_centre, "pt", question) for question in questions)
     again = retrieve(help_centre, "pt", questions[0])
 
@@ -178,3 +180,29 @@ def test_a_passage_that_shares_one_word_of_a_question_of_several_is_not_used_how
     assert shares_a_word.considered[0].relevance == 0.5 and not shares_a_word.used
     assert answers.used[0].hit.heading == "Delivery › Delivery times"
     assert one_word.used[0].hit.heading == "Pagamentos › Parcelamento"
+
+
+def test_a_question_naming_a_short_name_the_passage_does_not_hold_is_not_used_for_its_other_word(help_centre):
+    elsewhere = retrieve(help_centre, "en", "Do you ship to the US?")  # ship, US: the first only
+    same_day = retrieve(help_centre, "en", "Do you ship the same day?")  # ship: all the question's words
+
+    assert elsewhere.considered[0].hit.heading == "Delivery › Delivery times"
+    assert (elsewhere.considered[0].held, elsewhere.considered[0].asked) == (1, 2) and not elsewhere.used
+    assert same_day.used[0].hit.heading == "Delivery › Delivery times"
+
+
+def test_another_language_is_used_beside_the_conversations_only_when_it_holds_more_of_the_question(db):
+    profile = AgentProfileFactory(agent_id="carrier", language="es")
+    source = KnowledgeSource.objects.create(profile=profile, name="Help centre", language="es")
+    articles = {
+        ("es", "planes.md"): "# Cambiar de plan\n\nEl saldo de recarga del prepago pasa al plan nuevo.\n",
+        ("pt", "recarga.md"): "# Recarga do pré-pago\n\nA recarga mínima do pré-pago é de 15 reais.\n",
+    }
+    for (language, file_name), text in articles.items():
+        document_ingest(source=source, file_name=file_name, data=text.encode(), language=language)
+
+    partly = retrieve(profile, "es", "cual es la recarga minima del prepago")  # recarga, prepago of three in Spanish
+    wholly = retrieve(profile, "es", "el saldo de recarga del prepago")  # every word in Spanish
+
+    assert [(p.hit.language, p.relevance) for p in partly.used] == [("pt", 1.0), ("es", 0.666667)]
+    assert {p.hit.language for p in wholly.considered} == {"es"}
