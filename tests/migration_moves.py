@@ -86,6 +86,7 @@ def _build_states(server: Any, names: Sequence[str]) -> None:
         with connected_to(chain):
             executor = MigrationExecutor(connection)
             undone, applied = undone_by(executor.loader.graph, targets), set(executor.loader.applied_migrations)
+            assert not undone & applied, f"{list(targets)}: holds fewer migrations than the state before it in STATES"
             everything = executor.migration_plan(executor.loader.graph.leaf_nodes(), clean_start=True)
             skip = undone | applied
             plan = [(m, False) for m, _ in everything if (m.app_label, m.name) not in skip]
@@ -96,6 +97,7 @@ def _build_states(server: Any, names: Sequence[str]) -> None:
         server.execute(f'CREATE DATABASE "{building}" TEMPLATE "{chain}"')
         with connected_to(building):
             emit_post_migrate_signal(0, False, connection.alias, apps=state.apps, plan=plan)
+        server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # left by a build that failed after it
         server.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
     server.execute(f'DROP DATABASE "{chain}" WITH (FORCE)')
 
