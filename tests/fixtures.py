@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -445,6 +446,7 @@ class Migrations:
         from django.db.migrations.executor import MigrationExecutor
 
         self.executor = MigrationExecutor(connection)
+        self._copy: tuple[str, contextlib.ExitStack] | None = None
 
     def back_to(self, migration: tuple[str, str]) -> Any:
         """Migrate back to ``migration``; its historical apps, to store rows as they were then."""
@@ -452,14 +454,25 @@ class Migrations:
         self.executor.loader.build_graph()
         return self.executor.loader.project_state([migration]).apps
 
-    def from_empty_to(self, migration: tuple[str, str]) -> Any:
-        """The database as installed at ``migration`` (:func:`tests.migration_moves.installed_at`: the tables
-        :meth:`back_to` leaves, made cheaper for an early migration); its historical apps, as :meth:`back_to`. The
-        rows stored before are gone."""
-        from tests.migration_moves import installed_at
+    def installed_at(self, *targets: tuple[str, str | None]) -> Any:
+        """The test's connection, until the test ends, on a database of its own as ``manage.py migrate`` installed
+        it at ``targets`` (one of :data:`tests.migration_moves.STATES`: every migration but the later ones of the
+        targets' apps and those that depend on them; ``(app, None)``: none of the app's), its ``post_migrate`` content
+        types and permissions included; the historical apps of the named migrations, as :meth:`back_to`. Rows stored
+        in the test database before are not there; the test database itself is left as it is, at the latest
+        migrations. Cheaper than :meth:`back_to` (:func:`tests.migration_moves.copy_installed_at`)."""
+        from django.db import connection
+        from django.db.migrations.executor import MigrationExecutor
 
-        self.executor = installed_at([migration])
-        return self.executor.loader.project_state([migration]).apps
+        from tests.migration_moves import connected_to, copy_installed_at
+
+        assert self._copy is None, "one database of an earlier state a test"
+        name = copy_installed_at(targets)
+        switched = contextlib.ExitStack()
+        self._copy = (name, switched)
+        switched.enter_context(connected_to(name))
+        self.executor = MigrationExecutor(connection)
+        return self.executor.loader.project_state([target for target in targets if target[1] is not None]).apps
 
     def forward(self) -> None:
         """Migrate to the latest state (every other test expects it)."""
@@ -469,15 +482,29 @@ class Migrations:
         self.executor.migrate(self.executor.loader.graph.leaf_nodes())
         ContentType.objects.clear_cache()
 
+    def close(self) -> None:
+        """The test database at the latest state again: the connection back on it (and the database of
+        :meth:`installed_at` dropped), or the test database migrated forward."""
+        if self._copy is None:
+            self.forward()
+            return
+        from tests.migration_moves import drop_database
+
+        name, switched = self._copy
+        self._copy = None
+        switched.close()
+        drop_database(name)
+
 
 @pytest.fixture
 def migrations():
-    """A data migration's test: ``migrations.back_to(("app", "000N_name"))`` (or ``from_empty_to``, for an early
-    migration) returns the apps of then, rows are made with them, ``migrations.forward()`` runs what came after; the
-    latest state comes back after the test whatever happens. Needs ``django_db(transaction=True)``."""
+    """A data migration's test: ``migrations.back_to(("app", "000N_name"))`` (or ``installed_at``, cheaper, for the
+    states the suite's tests start from) returns the apps of then, rows are made with them, ``migrations.forward()``
+    runs what came after; the latest state comes back after the test whatever happens. Needs
+    ``django_db(transaction=True)``."""
     moves = Migrations()
     yield moves
-    moves.forward()
+    moves.close()
 
 
 @pytest.fixture

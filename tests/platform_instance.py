@@ -68,8 +68,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         made.unlink(missing_ok=True)
     if connection.vendor != "postgresql":
         return
+    name = os.environ[MIGRATED_DATABASE]
     with contextlib.suppress(psycopg.Error), postgres_server() as server:
-        server.execute(f'DROP DATABASE IF EXISTS "{os.environ[MIGRATED_DATABASE]}" WITH (FORCE)')
+        # With the databases of earlier states made from it (tests/migration_moves.py), named after it.
+        made = server.execute("SELECT datname FROM pg_database WHERE starts_with(datname, %s)", (f"{name}_",))
+        for (other,) in [(name,), *made.fetchall()]:
+            server.execute(f'DROP DATABASE IF EXISTS "{other}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 from functools import reduce
-from typing import Any
 
 import pytest
 from django.conf import settings
@@ -19,7 +18,6 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import IntegrityError, connection, transaction
-from django.db.migrations.executor import MigrationExecutor
 
 from analytics.models import DailyHandoffs
 from common.models import ConfigVersion
@@ -27,7 +25,7 @@ from conversations.models import Conversation, Message, RouteDecisionRecord, Too
 from handoffs.models import Handoff
 from routing.models import RolloutTenantOverride
 from tenants.models import ApiKey, Tenant
-from tests.migration_moves import assert_foreign_keys_declared, contents, installed_at, migrate_to_latest, row_maker
+from tests.migration_moves import assert_foreign_keys_declared, contents, row_maker
 
 # The leaf migrations of the apps the move touched, as they were just before it; the new apps did not exist.
 BEFORE_THE_MOVE = {
@@ -76,13 +74,6 @@ CONTENT_TYPES = {
 }
 VIEWED = ("tenant", "conversation", "routingconfigversion")  # routing's models a group may view, before the move
 VIEWED_AFTER = {"tenants.view_tenant", "conversations.view_conversation", "common.view_configversion"}
-
-
-def migrate_to_before_the_move() -> tuple[MigrationExecutor, Any]:
-    """The database as installed before the move (the new apps did not exist): an executor and the historical models
-    of then."""
-    executor = installed_at([*BEFORE_THE_MOVE.items(), *((app, None) for app in NEW_APPS)])
-    return executor, executor.loader.project_state(list(BEFORE_THE_MOVE.items())).apps
 
 
 def populate(apps) -> dict[str, list[int]]:
@@ -176,25 +167,20 @@ def assert_permissions_followed(group_id: int, user_id: int, content_type_ids: d
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_a_database_filled_before_the_move_keeps_its_rows_keys_and_permissions_after_it():
+def test_a_database_filled_before_the_move_keeps_its_rows_keys_and_permissions_after_it(migrations):
     if connection.vendor != "postgresql":
         pytest.skip("proves the migrations on PostgreSQL, the production database (run under scripts/services.py)")
-    executor = MigrationExecutor(connection)
-    if not set(executor.loader.graph.leaf_nodes()) <= set(executor.loader.applied_migrations):
-        pytest.skip("the test database was not built by migrations (--nomigrations)")
-    try:
-        executor, old_apps = migrate_to_before_the_move()
-        made = populate(old_apps)
-        group_id, user_id, content_type_ids = grant_view_permissions(old_apps)
-        group = old_apps.get_model("auth", "Group").objects.get(pk=group_id)
-        permission_ids = set(group.permissions.values_list("pk", flat=True))
-        before = contents(ROWS, old_apps.get_model)
+    # The database as installed before the move (the new apps did not exist) and the historical models of then.
+    old_apps = migrations.installed_at(*BEFORE_THE_MOVE.items(), *((app, None) for app in NEW_APPS))
+    made = populate(old_apps)
+    group_id, user_id, content_type_ids = grant_view_permissions(old_apps)
+    group = old_apps.get_model("auth", "Group").objects.get(pk=group_id)
+    permission_ids = set(group.permissions.values_list("pk", flat=True))
+    before = contents(ROWS, old_apps.get_model)
 
-        migrate_to_latest(executor)
+    migrations.forward()
 
-        assert contents(ROWS, lambda label: ROWS[label][0]) == before  # the same rows, ids and values
-        assert_relations_resolve(made)
-        assert_foreign_keys_are_postgresql_constraints()
-        assert_permissions_followed(group_id, user_id, content_type_ids, permission_ids)
-    finally:
-        migrate_to_latest(executor)  # whatever happened: later tests expect today's schema
+    assert contents(ROWS, lambda label: ROWS[label][0]) == before  # the same rows, ids and values
+    assert_relations_resolve(made)
+    assert_foreign_keys_are_postgresql_constraints()
+    assert_permissions_followed(group_id, user_id, content_type_ids, permission_ids)

@@ -11,10 +11,10 @@ from agents.models import AgentProfile
 BEFORE = ("agents", "0006_examples_tier")
 
 
-@pytest.mark.slow  # migrates an empty database forwards
+@pytest.mark.slow  # migrates a database of an early state forwards
 @pytest.mark.django_db(transaction=True)
 def test_offline_rules_chosen_for_the_cosine_score_go_back_to_the_careful_defaults(migrations):
-    profiles = migrations.from_empty_to(BEFORE).get_model("agents", "AgentProfile").objects
+    profiles = migrations.installed_at(BEFORE).get_model("agents", "AgentProfile").objects
     calibrated = {"chosen": {"threshold": 0.16, "margin": 0.02}}
     profiles.create(
         agent_id="cosine", name="Cosine", examples_threshold=0.16, examples_margin=0.02, examples_calibration=calibrated

@@ -9,10 +9,10 @@ from agents.models import McpTool
 BEFORE = ("agents", "0004_profile_delegation_loop_safety_words")
 
 
-@pytest.mark.slow  # migrates an empty database forwards
+@pytest.mark.slow  # migrates a database of an early state forwards
 @pytest.mark.django_db(transaction=True)
 def test_a_tool_stored_before_the_migration_records_its_description_as_the_servers(migrations):
-    apps = migrations.from_empty_to(BEFORE)
+    apps = migrations.installed_at(BEFORE)
     server = apps.get_model("agents", "McpServer").objects.create(name="old", endpoint="http://127.0.0.1:9/mcp")
     apps.get_model("agents", "McpTool").objects.create(name="old_tool", server=server, description="Server's text.")
 

@@ -329,8 +329,8 @@ def test_an_import_with_publish_by_an_editor_is_refused_whole_with_the_same_mess
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_marks_released_the_versions_customers_were_all_served_and_no_other(migrations):
-    profile = AgentProfile.objects.create(agent_id="served", name="Served")  # agents' tables stay as they are
-    old = migrations.back_to(("routing", "0032_history_user_ids_pseudonymised"))
+    old = migrations.installed_at(("routing", "0032_history_user_ids_pseudonymised"))
+    profile = AgentProfile.objects.create(agent_id="served", name="Served")  # agents' tables are at their latest
     stored, plans = old.get_model("routing", "RoutingVersion").objects, old.get_model("routing", "RolloutPlan").objects
     on = {"profile_id": profile.pk}
     version = {n: stored.create(**on, number=n, document={"n": n}) for n in range(1, 8)}
@@ -353,8 +353,8 @@ def test_the_migration_marks_released_the_versions_customers_were_all_served_and
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_gives_each_started_plan_the_fingerprint_of_what_it_holds(migrations):
+    old = migrations.installed_at(("routing", "0033_version_released_at"))
     profile = AgentProfile.objects.create(agent_id="started", name="Started")
-    old = migrations.back_to(("routing", "0033_version_released_at"))
     stored, plans = old.get_model("routing", "RoutingVersion").objects, old.get_model("routing", "RolloutPlan").objects
     control, candidate = (stored.create(profile_id=profile.pk, number=n, document={}) for n in (1, 2))
     on = {"profile_id": profile.pk, "candidate": candidate}

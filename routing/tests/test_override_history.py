@@ -175,7 +175,7 @@ def entry_recorded(pk: int, name: str, changes: dict, action: int = LogEntry.Act
 
 @pytest.mark.django_db(transaction=True)
 def test_entries_recorded_with_raw_ids_before_the_migration_are_rewritten(migrations):
-    apps = migrations.back_to(("routing", "0031_multi_agent_flag_description_in_plain_words"))
+    apps = migrations.installed_at(("routing", "0031_multi_agent_flag_description_in_plain_words"))
     entry = entry_recorded(
         7,
         f"{CUSTOMER}: on",
@@ -200,7 +200,7 @@ def test_entries_recorded_with_raw_ids_before_the_migration_are_rewritten(migrat
 
 @pytest.mark.django_db(transaction=True)
 def test_opaque_ids_the_first_rewrite_kept_are_rewritten_and_pseudonyms_are_kept(migrations):
-    apps = migrations.back_to(("routing", "0032_history_user_ids_pseudonymised"))
+    apps = migrations.installed_at(("routing", "0032_history_user_ids_pseudonymised"))
     # As the first rewrite left them: an e-mail as its pseudonym, an opaque id as written.
     kept = identifier_pseudonym(CUSTOMER, key=settings.SECRET_KEY)
     recorded = [
