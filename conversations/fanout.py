@@ -40,6 +40,7 @@ from functools import lru_cache
 from typing import Any, ClassVar, TypeVar
 
 from asgiref.sync import sync_to_async
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import channel_layers
 from django.conf import settings
@@ -253,7 +254,8 @@ def _redis(url: str) -> Any:
 
 
 def results_collect(results: list[Any], deadline: float) -> list[dict[str, Any] | None]:
-    """Wait for every result until ``deadline`` (``time.perf_counter()``); missing ones are timeouts, and
+    """Wait for every result until ``deadline`` (``time.perf_counter()``); missing ones are timeouts, as are those
+    a worker's time limit ended (it is the same limit, which the worker may see a moment before the request), and
     ``None`` when Redis could not be read (the caller answers those steps itself).
 
     Celery's own waiting does not fit per-step deadlines on the Redis backend:
@@ -283,6 +285,9 @@ def results_collect(results: list[Any], deadline: float) -> list[dict[str, Any] 
         value = meta["result"]
         if meta["status"] == states.SUCCESS and isinstance(value, dict):
             answers[index] = value
+        elif isinstance(value, SoftTimeLimitExceeded | TimeLimitExceeded):
+            # The step's limit on the worker is the request's own: whichever side saw it first, it is a timeout.
+            answers[index] = {"status": STATUS_TIMEOUT}
         else:
             answers[index] = {"status": STATUS_ERROR, "error": f"{meta['status']}: {value}"}
 

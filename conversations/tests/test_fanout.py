@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from celery.result import AsyncResult
+from celery.utils import uuid
 
 from agents.generation import Generation
 from common.config_version import config_version_bump
+from conversations.fanout import results_collect
 from conversations.guardrails import MaskVault
 from conversations.models import Message
 from conversations.runtime import SpecialistRequest
 from conversations.steps import payload_from_request, request_from_payload
+from conversations.supervisor import STATUS_ERROR, STATUS_TIMEOUT
+from platform.celery import app
 from routing import snapshot
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -89,6 +96,20 @@ def test_a_step_that_overruns_on_a_worker_is_a_gap_within_the_time_limit(
     assert "billing_agent: [sem resposta: timeout" in body["answer"]
     # Every round that asked billing again was ended by the step limit too.
     assert {p["status"] for p in body["metadata"]["supervisor"] if p["agent"] == "billing_agent"} == {"timeout"}
+
+
+def test_a_step_its_workers_time_limit_ended_is_a_timeout_whichever_side_saw_the_limit_first(settings):
+    if not settings.REDIS_URL:
+        pytest.skip("the results are read from Redis: set REDIS_URL, or run scripts/test")
+    ended, hard, failed = (AsyncResult(uuid()) for _ in range(3))
+    app.backend.mark_as_failure(ended.id, SoftTimeLimitExceeded())  # what a worker stores when its limit ends a step
+    app.backend.mark_as_failure(hard.id, TimeLimitExceeded(6.0))
+    app.backend.mark_as_failure(failed.id, ValueError("the step broke"))
+
+    answers = results_collect([ended, hard, failed], time.perf_counter() + 10)
+
+    assert answers[:2] == [{"status": STATUS_TIMEOUT}, {"status": STATUS_TIMEOUT}]
+    assert answers[2]["status"] == STATUS_ERROR and "the step broke" in answers[2]["error"]
 
 
 def test_a_step_that_crashes_in_process_is_a_marked_gap(api, supervisor, monkeypatch):
