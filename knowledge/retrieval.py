@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from agents.public import MIN_WORDS_HELD, asked_words, held_in, stems_of
 from knowledge.models import KnowledgeDocument
-from knowledge.search import Hit, knowledge_languages, knowledge_search
+from knowledge.search import Hit, knowledge_search
 from knowledge.versions import Key
 
 RETRIEVE_LIMIT = 5  # passages considered per question
@@ -112,12 +112,7 @@ def knowledge_retrieve(
     )
     considered = _considered(found, query)
     best = max((passage.relevance for passage in considered if passage.reaches(min_score)), default=None)
-    if (
-        every_language
-        and language
-        and (best is None or best < 1)
-        and knowledge_languages(profile=profile_pk, tenant=tenant_pk, tags=tags, documents=documents) - {language}
-    ):  # another language's documents may hold more: search them too (a profile with none is not searched twice)
+    if every_language and language and (best is None or best < 1):
         seen = {hit.passage_id for hit in found}
         others = knowledge_search(
             profile=profile_pk, query=query, tenant=tenant_pk, tags=tags, limit=limit, documents=documents

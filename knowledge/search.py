@@ -419,15 +419,6 @@ def search_plan(*, query: str, sources: list[int], language: str | None = None) 
     return _plan(_terms(query, sources, _version()), _words(query), configs)
 
 
-def knowledge_languages(
-    *, profile: Any, tenant: Any, tags: Iterable[str] = (), documents: frozenset[Key] | None = None
-) -> frozenset[str]:
-    """The languages of the documents a search of every language reads, as :func:`knowledge_search` is given them:
-    the scope it keeps per configuration version, so no query once it is read."""
-    scope = _scope(profile=profile, tenant=tenant, language=None, tags=tags, version=_version(), documents=documents)
-    return frozenset(about[3] for about in scope.about.values())
-
-
 def knowledge_search(
     *,
     profile: Any,

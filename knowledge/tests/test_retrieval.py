@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from agents.knowledge_settings import DEFAULT_MIN_SCORE
 from agents.passages import words_held
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import knowledge_profiles, knowledge_retrieve
-from knowledge.search import knowledge_search
 from knowledge.services import document_ingest
 from tests.factories import AgentProfileFactory
 
@@ -208,19 +206,3 @@ def test_another_language_is_used_beside_the_conversations_only_when_it_holds_mo
 
     assert [(p.hit.language, p.relevance) for p in partly.used] == [("pt", 1.0), ("es", 0.666667)]
     assert {p.hit.language for p in wholly.considered} == {"es"}
-
-
-def test_a_profile_whose_documents_are_all_in_the_conversations_language_is_searched_once(db):
-    profile = AgentProfileFactory(agent_id="carrier", language="es")
-    source = KnowledgeSource.objects.create(profile=profile, name="Help centre", language="es")
-    text = "# Cambiar de plan\n\nEl saldo de recarga del prepago pasa al plan nuevo.\n"
-    document_ingest(source=source, file_name="planes.md", data=text.encode(), language="es")
-    question = "cual es la recarga minima del prepago"  # its best passage holds two of its three words
-    retrieve(profile, "es", question)  # the scopes and the words read once
-    with CaptureQueriesContext(connection) as alone:
-        knowledge_search(profile=profile.pk, query=question, tenant=None, language="es")
-    with CaptureQueriesContext(connection) as retrieved:
-        partly = retrieve(profile, "es", question)
-
-    assert [p.relevance for p in partly.used] == [0.666667]  # not the whole question: others would be searched
-    assert len(retrieved) == len(alone) > 0
