@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_delete, post_save
 
 
 class ReleasesConfig(AppConfig):
@@ -7,17 +8,16 @@ class ReleasesConfig(AppConfig):
     verbose_name = "Releases"
 
     def ready(self) -> None:
-        from common.config_version import config_models_watch
         from common.history.registry import history_register
         from releases import checks  # noqa: F401  (registers system checks)
         from releases.models import ConversationTest, RolloutPlan, RoutingTestCase
-        from releases.rollout.served import plans_served
-        from routing.public import rollouts_source_set
+        from releases.rollout.served import plan_deleted, plan_saved
 
-        # Rollout plans decide which conversations a candidate version serves: routing's snapshot reads them through
-        # the reader handed to it here, and rebuilds when one changes.
-        rollouts_source_set(plans_served)
-        config_models_watch(RolloutPlan)
+        # Rollout plans decide which conversations a candidate version serves: every write of a plan writes what
+        # routing serves of it (routing.models.LiveRollout, which routing watches), a bulk one through the plans'
+        # queryset.
+        post_save.connect(plan_saved, sender=RolloutPlan, dispatch_uid="releases-plan-served-save")
+        post_delete.connect(plan_deleted, sender=RolloutPlan, dispatch_uid="releases-plan-served-delete")
         # Field-level history (old → new, who, when) of the saved tests, since they gate publishing. Not RolloutPlan:
         # its decisions (RolloutDecision) are its history, with the figures behind each.
         history_register(RoutingTestCase)

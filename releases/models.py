@@ -18,11 +18,12 @@ from django.utils import timezone
 from common.fields import OrderedJSONField
 from common.language import LANGUAGES
 from common.outbound import validate_outbound_url
-from routing.models import RoutingVersion
+from routing.models import LiveRollout, RoutingVersion
 from routing.public import (
     CONVERSATION_TEST_EXPECT_KEYS,
     CONVERSATION_TEST_MAX_TURNS,
     CONVERSATION_TEST_NAME_MAX,
+    PLAN_SETTINGS,
     ROUTING_TEST_KEYS,
     ROUTING_TEST_MAX_TURNS,
     ROUTING_TEST_NAME_MAX,
@@ -294,6 +295,25 @@ class RolloutPlanStatus(models.TextChoices):
 ROLLOUT_PLAN_ACTIVE = (RolloutPlanStatus.RUNNING, RolloutPlanStatus.PAUSED)
 
 
+class RolloutPlanQuerySet(models.QuerySet):
+    """A plan written in bulk (a shell's or a script's ``update``, ``bulk_update``, ``bulk_create``) rewrites what
+    routing serves of it too, as a save does (its receiver, ``ReleasesConfig.ready``): routing reads no plan."""
+
+    def update(self, **kwargs: Any) -> int:
+        pks = list(self.values_list("pk", flat=True))
+        count = super().update(**kwargs)
+        for plan in RolloutPlan.objects.filter(pk__in=pks).select_related("control"):
+            plan.serve()
+        return count
+
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> Any:
+        created = super().bulk_create(objs, *args, **kwargs)
+        for plan in created:
+            if isinstance(plan, RolloutPlan) and plan.pk is not None:
+                plan.serve()
+        return created
+
+
 class RolloutPlan(models.Model):
     """Roll a routing version of a profile (against the version live when the plan starts) or the multi_agent
     flag out in stages: each stage's share of new conversations, held at least ``hold_minutes`` and until each
@@ -379,6 +399,8 @@ class RolloutPlan(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = RolloutPlanQuerySet.as_manager()
+
     class Meta:
         db_table = "routing_rolloutplan"  # its name from when routing owned it
         ordering = ["-created_at", "-id"]
@@ -397,6 +419,30 @@ class RolloutPlan(models.Model):
         )
         if errors:
             raise ValidationError(errors)
+
+    def serve(self) -> None:
+        """Write what routing serves of this plan (:class:`routing.models.LiveRollout`): its candidate, as the plan
+        holds it, while the plan runs or is paused; nothing once it stopped. The row is rewritten only when it
+        changed: a save that changes nothing routing serves (a guard's hold) rebuilds no process's snapshot."""
+        served = LiveRollout.objects.filter(plan_id=self.pk)
+        if not (
+            self.status in ROLLOUT_PLAN_ACTIVE
+            and self.target == RolloutPlanTarget.VERSION
+            and self.candidate_id
+            and self.profile_id
+        ):
+            served.delete()
+            return
+        row = {
+            "profile_id": self.profile_id,
+            "candidate_id": self.candidate_id,
+            "control_number": self.control.number if self.control is not None else None,
+            "history": self.history,
+            "settings": {name: getattr(self, name) for name in PLAN_SETTINGS},
+            "started_as": self.started_as,
+        }
+        if served.values(*row).first() != row:
+            LiveRollout.objects.update_or_create(plan_id=self.pk, defaults=row)
 
     @property
     def percentage(self) -> int:

@@ -18,6 +18,7 @@ class RoutingConfig(AppConfig):
             Goal,
             Intent,
             Keyword,
+            LiveRollout,
             RolloutFlag,
             RolloutTenantOverride,
             RolloutUserOverride,
@@ -26,7 +27,7 @@ class RoutingConfig(AppConfig):
 
         # Rollout flags too: the snapshot carries them, so a change reaches every process on its next message.
         # Their history (RolloutFlagChange) is not configuration. A profile's goal domains are watched here: only
-        # routing's snapshot reads them. (The rollout plans it serves are watched by releases, which owns them.)
+        # routing's snapshot reads them, and so are the versions rolling out (LiveRollout, which releases writes).
         config_models_watch(
             Intent,
             Keyword,
@@ -36,6 +37,7 @@ class RoutingConfig(AppConfig):
             RolloutFlag,
             RolloutUserOverride,
             RolloutTenantOverride,
+            LiveRollout,
             relations=(Intent.mcp_tools.through, AgentProfile.goal_domains.through),
         )
         # A synced MCP server's domain manifests become goals and capabilities.

@@ -623,3 +623,26 @@ class ProfileRelease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.profile}: v{self.version.number}"
+
+
+class LiveRollout(models.Model):
+    """A version rolling out to a share of a profile's new conversations: what the snapshot serves of a running or
+    paused rollout plan. The release lifecycle writes one row per such plan whenever the plan is written, and
+    removes it when the plan stops; routing reads this table and no release table.
+
+    The row carries the plan's candidate and settings as the plan holds them and the fingerprint of what a second
+    person approved (``started_as``): the snapshot serves the candidate only while the two agree
+    (:func:`routing.rollout_plans.plan_fingerprint`), whatever wrote the plan."""
+
+    plan_id = models.PositiveBigIntegerField(primary_key=True, help_text="The rollout plan's id.")
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
+    candidate = models.ForeignKey(RoutingVersion, on_delete=models.PROTECT, related_name="+")
+    control_number = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The version live when the plan started (the control cohort's)."
+    )
+    history = models.JSONField(default=list, help_text="[started at (ISO), percentage] of each stage run, in order.")
+    settings = models.JSONField(default=dict, help_text="The plan's settings as it holds them (its stages, guards …).")
+    started_as = models.CharField(max_length=64, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.profile}: v{self.candidate.number} (plan {self.plan_id})"

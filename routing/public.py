@@ -192,7 +192,7 @@ from routing.services import (
     rollout_user_override_set,
 )
 from routing.small_talk import person_asked_in, small_talk_kind, small_talk_read
-from routing.snapshot import ROLLOUT_FIELDS, Snapshot, backends_load, rollouts_source_set, snapshot_warm
+from routing.snapshot import Snapshot, backends_load, snapshot_warm
 from routing.snapshot import adopt as snapshot_adopt
 from routing.snapshot import current as snapshot_current
 from routing.specs import BackendSpec, ProfileSpec, ServerSpec, SpecialistSpec, ToolSpec
@@ -276,7 +276,6 @@ __all__ = [
     "REPAIR_PATTERNS",
     "REPEAT",
     "RESOLVE",
-    "ROLLOUT_FIELDS",
     "ROUTING_TEST_CONVERSATION_KEYS",
     "ROUTING_TEST_EXPECT_KEYS",
     "ROUTING_TEST_KEYS",
@@ -389,7 +388,6 @@ __all__ = [
     "rollout_flag_validate",
     "rollout_tenant_override_set",
     "rollout_user_override_set",
-    "rollouts_source_set",
     "route_decide",
     "routing_test_expect_errors",
     "routing_test_expect_problems",

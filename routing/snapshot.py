@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connections
@@ -24,9 +22,9 @@ from common.config_version import config_version, local_generation
 from knowledge.public import knowledge_profiles
 from routing.documents import document_complete, every_domain_goals, profile_compile, profile_documents
 from routing.goals.planner import GOAL_MODE
-from routing.models import ProfileRelease, RolloutFlag, RolloutTenantOverride, RolloutUserOverride
+from routing.models import LiveRollout, ProfileRelease, RolloutFlag, RolloutTenantOverride, RolloutUserOverride
 from routing.rollout import FlagSpec
-from routing.rollout_plans import PLAN_SETTINGS, VersionRollout, history_parse, plan_fingerprint
+from routing.rollout_plans import VersionRollout, history_parse, plan_fingerprint
 from routing.specs import BackendSpec, ProfileSpec, ServerSpec, ToolSpec
 
 
@@ -198,48 +196,36 @@ def backends_load(profile_pks: list[int] | None = None) -> dict[int, dict[str, B
     return out
 
 
-# The rollout plans a snapshot serves are the release lifecycle's, a layer above: it hands routing their reader at
-# start-up (:func:`rollouts_source_set`, from ``ReleasesConfig.ready``), so routing reads them without importing it.
-# The reader returns one mapping per running or paused plan of a version that has its candidate, with these keys.
-ROLLOUT_FIELDS = (
-    "pk",
-    "profile__agent_id",
-    "candidate_id",
-    "candidate__number",
-    "candidate__document",
-    "control__number",
-    "history",
-    "started_as",
-    *PLAN_SETTINGS,
-)
-RolloutsSource = Callable[[], Iterable[Mapping[str, Any]]]
-_rollouts_source: list[RolloutsSource] = []
-
-
-def rollouts_source_set(source: RolloutsSource) -> None:
-    """Read the rollout plans served from ``source`` (one query; its rows have :data:`ROLLOUT_FIELDS`). Without one,
-    nothing is rolled out: every conversation gets the released version."""
-    _rollouts_source[:] = [source]
-
-
 def _rollouts(
     pks: dict[str, int], profiles: dict[str, ProfileSpec], backends: dict[int, dict[str, BackendSpec]]
 ) -> dict[str, VersionRollout]:
-    """The running and paused version plans, their candidates compiled (one query). A plan whose candidate or settings
-    are no longer what it started as (``started_as``: what a second person approved) serves no conversation its
-    candidate — every one gets the live version, the control — until its next evaluation aborts it
-    (:mod:`releases.rollout.commands`), whatever wrote the change: the check is made here, on the rows as read."""
+    """The versions rolling out (:class:`~routing.models.LiveRollout`, which the release lifecycle writes), their
+    candidates compiled (one query). A plan whose candidate or settings are no longer what it started as
+    (``started_as``: what a second person approved) serves no conversation its candidate — every one gets the live
+    version, the control — until its next evaluation aborts it, whatever wrote the change: the check is made here,
+    on the rows as read."""
     out = {}
-    for plan in (row for source in _rollouts_source for row in source()):
-        agent_id, document = plan["profile__agent_id"], plan["candidate__document"]
-        if plan_fingerprint(plan) != plan["started_as"]:
+    rows = LiveRollout.objects.values(
+        "plan_id",
+        "profile__agent_id",
+        "candidate_id",
+        "candidate__number",
+        "candidate__document",
+        "control_number",
+        "history",
+        "settings",
+        "started_as",
+    )
+    for row in rows:
+        agent_id, document = row["profile__agent_id"], row["candidate__document"]
+        if plan_fingerprint({"candidate_id": row["candidate_id"], **row["settings"]}) != row["started_as"]:
             continue
         if agent_id in profiles and agent_id in pks and document["profile"]["enabled"]:
             candidate = profile_compile(
-                document, pk=pks[agent_id], version=plan["candidate__number"], backends=backends.get(pks[agent_id], {})
+                document, pk=pks[agent_id], version=row["candidate__number"], backends=backends.get(pks[agent_id], {})
             )
             out[agent_id] = VersionRollout(
-                plan["pk"], agent_id, candidate, plan["control__number"], history_parse(plan["history"])
+                row["plan_id"], agent_id, candidate, row["control_number"], history_parse(row["history"])
             )
     return out
 

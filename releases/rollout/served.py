@@ -1,19 +1,21 @@
-"""What routing serves of the rollout plans: the running and paused plans of a version that have their candidate,
-read as routing's snapshot reads them (:data:`routing.snapshot.ROLLOUT_FIELDS`). Handed to routing at start-up
-(``ReleasesConfig.ready``): routing decides which conversations a candidate serves, and checks on these very rows
-that a plan is still what it started as, whatever wrote it."""
+"""What routing serves of the rollout plans: every save of a plan writes its row of
+:class:`routing.models.LiveRollout` (:meth:`releases.models.RolloutPlan.serve`), every delete removes it. Connected
+in ``ReleasesConfig.ready``; a plan written in bulk is served by its queryset
+(:class:`releases.models.RolloutPlanQuerySet`). Signals, because every write path must be covered, as the
+configuration's version is (common/config_version.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from typing import Any
 
-from releases.models import ROLLOUT_PLAN_ACTIVE, RolloutPlan, RolloutPlanTarget
-from routing.public import ROLLOUT_FIELDS
+from releases.models import RolloutPlan
+from routing.models import LiveRollout
 
 
-def plans_served() -> Iterable[Mapping[str, Any]]:
-    """The plans whose candidates may be served, one query when iterated."""
-    return RolloutPlan.objects.filter(
-        status__in=ROLLOUT_PLAN_ACTIVE, target=RolloutPlanTarget.VERSION, candidate__isnull=False
-    ).values(*ROLLOUT_FIELDS)
+def plan_saved(sender: type[RolloutPlan], instance: RolloutPlan, raw: bool = False, **kwargs: Any) -> None:
+    if not raw:  # a fixture's rows are loaded as they were: what was served was loaded with them
+        instance.serve()
+
+
+def plan_deleted(sender: type[RolloutPlan], instance: RolloutPlan, **kwargs: Any) -> None:
+    LiveRollout.objects.filter(plan_id=instance.pk).delete()

@@ -44,7 +44,7 @@ from releases.versions import (
 )
 from routing import snapshot
 from routing.documents import profile_documents
-from routing.models import Keyword, RoutingVersion
+from routing.models import Keyword, LiveRollout, RoutingVersion
 from routing.rollout_plans import plan_fingerprint
 from routing.selectors import live_version
 
@@ -352,7 +352,7 @@ def test_the_migration_marks_released_the_versions_customers_were_all_served_and
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_migration_gives_each_started_plan_the_fingerprint_of_what_it_holds(migrations):
+def test_the_migrations_give_each_started_plan_the_fingerprint_of_what_it_holds_and_serve_it(migrations):
     old = migrations.installed_at(("routing", "0033_version_released_at"))
     profile = AgentProfile.objects.create(agent_id="started", name="Started")
     stored, plans = old.get_model("routing", "RoutingVersion").objects, old.get_model("routing", "RolloutPlan").objects
@@ -366,5 +366,6 @@ def test_the_migration_gives_each_started_plan_the_fingerprint_of_what_it_holds(
 
     running = RolloutPlan.objects.get(name="running")
     assert running.started_as == plan_fingerprint(running)
+    assert list(LiveRollout.objects.values_list("plan_id", "started_as")) == [(running.pk, running.started_as)]
     assert plan_evaluate(running, actor="beat").action != RolloutDecisionAction.ABORT  # it goes on as it was
     assert RolloutPlan.objects.get(name="ready").started_as == ""
