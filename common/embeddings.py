@@ -1,18 +1,23 @@
-"""The examples tier's vectoriser over an OpenAI-compatible ``/v1/embeddings`` endpoint, through langchain-openai.
+"""A vectoriser over an OpenAI-compatible ``/v1/embeddings`` endpoint, through langchain-openai: the routing's
+examples tier and the knowledge's vector search both embed through it.
 
 An :class:`EmbeddingsVectoriser` is what :class:`routing.examples.ExampleIndex` builds with when a profile asks
 for embeddings and ``ROUTER_EMBEDDINGS_BASE_URL`` is set: ``fit`` embeds the examples in batches when the
-router compiles, ``vector`` / ``avector`` embed one message. Rows and vectors are float32 and L2-normalised, so
-the index's dense product is the cosine similarity.
+router compiles, ``vector`` / ``avector`` embed one message. The knowledge (``knowledge.vectors``) embeds a
+document's passages with ``fit`` when it is indexed and a question with ``vector``, through the endpoint of
+``KNOWLEDGE_EMBEDDINGS_*``. Rows and vectors are float32 and L2-normalised, so a dense product is the cosine
+similarity.
 
 Embeddings are kept in one process-wide cache keyed by (endpoint, model, text), bounded in bytes and forgetting
 the least recently used first: recompiling a profile whose examples did not change makes no HTTP call, and a
 message seen before is not embedded again.
 
 A call is made once (no retry) within ``timeout``; any failure — the endpoint down or slow, an error status, an
-answer of the wrong shape — raises :class:`EmbeddingsUnavailable`, and the router goes on to its next tier.
+answer of the wrong shape — raises :class:`EmbeddingsUnavailable`: the router goes on to its next tier, the
+knowledge search ranks by words alone.
 
-No ORM; the settings are read only by :func:`embeddings_configured` and :func:`embeddings_vectoriser`.
+No ORM; the settings are read only by :func:`embeddings_configured` and :func:`embeddings_vectoriser`, for the
+routing's endpoint (``ROUTER_EMBEDDINGS_*``) or the knowledge's (``KNOWLEDGE_EMBEDDINGS_*``).
 """
 
 from __future__ import annotations
@@ -267,22 +272,28 @@ class EmbeddingsVectoriser:
         return self._row(text, known)
 
 
-def embeddings_configured() -> bool:
-    """An embeddings endpoint is configured (``ROUTER_EMBEDDINGS_BASE_URL`` and ``ROUTER_EMBEDDINGS_MODEL``)."""
+ROUTER = "ROUTER_EMBEDDINGS"  # the examples tier's endpoint
+KNOWLEDGE = "KNOWLEDGE_EMBEDDINGS"  # the knowledge's (platform/settings.py: the router's unless set apart)
+
+
+def embeddings_configured(prefix: str = ROUTER) -> bool:
+    """An embeddings endpoint is configured: ``<prefix>_BASE_URL`` and ``<prefix>_MODEL`` (``prefix``:
+    :data:`ROUTER` or :data:`KNOWLEDGE`)."""
     from django.conf import settings
 
-    return bool(settings.ROUTER_EMBEDDINGS_BASE_URL and settings.ROUTER_EMBEDDINGS_MODEL)
+    return bool(getattr(settings, f"{prefix}_BASE_URL") and getattr(settings, f"{prefix}_MODEL"))
 
 
-def embeddings_vectoriser() -> EmbeddingsVectoriser | None:
-    """The configured endpoint's vectoriser, or ``None`` when there is none (the examples tier stays offline)."""
+def embeddings_vectoriser(prefix: str = ROUTER) -> EmbeddingsVectoriser | None:
+    """The endpoint of ``<prefix>_*``'s vectoriser, or ``None`` when there is none (the examples tier stays offline,
+    the knowledge search ranks by words)."""
     from django.conf import settings
 
-    if not embeddings_configured():
+    if not embeddings_configured(prefix):
         return None
     return EmbeddingsVectoriser(
-        base_url=settings.ROUTER_EMBEDDINGS_BASE_URL,
-        model=settings.ROUTER_EMBEDDINGS_MODEL,
-        api_key=settings.ROUTER_EMBEDDINGS_API_KEY,
-        timeout=float(settings.ROUTER_EMBEDDINGS_TIMEOUT),
+        base_url=getattr(settings, f"{prefix}_BASE_URL"),
+        model=getattr(settings, f"{prefix}_MODEL"),
+        api_key=getattr(settings, f"{prefix}_API_KEY"),
+        timeout=float(getattr(settings, f"{prefix}_TIMEOUT")),
     )
