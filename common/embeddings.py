@@ -26,8 +26,8 @@ import asyncio
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Hashable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -45,43 +45,64 @@ class EmbeddingsUnavailable(Exception):
     of the wrong shape. The message names the endpoint and the model."""
 
 
-class EmbeddingsCache:
-    """Embeddings by (base URL, model, text); beyond ``max_bytes`` of vectors the least recently used are
-    forgotten. Thread-safe."""
+class HasBytes(Protocol):
+    @property
+    def nbytes(self) -> int: ...
 
-    def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V", bound=HasBytes)
+
+
+class BytesBounded(Generic[K, V]):
+    """Values by key; beyond ``max_bytes`` of values (their ``nbytes``) the least recently used are forgotten, and a
+    value larger than that is not kept. Thread-safe."""
+
+    def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.size_bytes = 0
-        self._vectors: OrderedDict[CacheKey, np.ndarray] = OrderedDict()
+        self._values: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._vectors)
+        return len(self._values)
 
-    def get(self, key: CacheKey) -> np.ndarray | None:
+    def values(self) -> list[V]:
         with self._lock:
-            vector = self._vectors.get(key)
-            if vector is not None:
-                self._vectors.move_to_end(key)
-            return vector
+            return list(self._values.values())
 
-    def put(self, key: CacheKey, vector: np.ndarray) -> None:
-        if vector.nbytes > self.max_bytes:
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            value = self._values.get(key)
+            if value is not None:
+                self._values.move_to_end(key)
+            return value
+
+    def put(self, key: K, value: V) -> None:
+        if value.nbytes > self.max_bytes:
             return
         with self._lock:
-            old = self._vectors.pop(key, None)
+            old = self._values.pop(key, None)
             if old is not None:
                 self.size_bytes -= old.nbytes
-            self._vectors[key] = vector
-            self.size_bytes += vector.nbytes
+            self._values[key] = value
+            self.size_bytes += value.nbytes
             while self.size_bytes > self.max_bytes:
-                _, dropped = self._vectors.popitem(last=False)
+                _, dropped = self._values.popitem(last=False)
                 self.size_bytes -= dropped.nbytes
 
     def clear(self) -> None:
         with self._lock:
-            self._vectors.clear()
+            self._values.clear()
             self.size_bytes = 0
+
+
+class EmbeddingsCache(BytesBounded[CacheKey, np.ndarray]):
+    """Embeddings by (base URL, model, text); beyond ``max_bytes`` of vectors the least recently used are
+    forgotten. Thread-safe."""
+
+    def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
+        super().__init__(max_bytes)
 
 
 CACHE = EmbeddingsCache()

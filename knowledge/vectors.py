@@ -26,8 +26,6 @@ The endpoint down, slow (``KNOWLEDGE_EMBEDDINGS_TIMEOUT``) or answering nonsense
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -36,7 +34,7 @@ import numpy as np
 from django.db import transaction
 
 from agents.public import KnowledgeSettings
-from common.embeddings import KNOWLEDGE, EmbeddingsCache, EmbeddingsUnavailable, EmbeddingsVectoriser
+from common.embeddings import KNOWLEDGE, BytesBounded, EmbeddingsCache, EmbeddingsUnavailable, EmbeddingsVectoriser
 from common.embeddings import embeddings_vectoriser as configured_vectoriser
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource
 
@@ -158,45 +156,21 @@ class Matrix:
         return int(self.passages.nbytes + self.vectors.nbytes)
 
 
-class Matrices:
-    """:class:`Matrix` by (model, documents' stamps), at most ``max_bytes``, the least recently used forgotten first.
-    Thread-safe."""
+class Matrices(BytesBounded[tuple[str, tuple[Stamp, ...]], Matrix]):
+    """:class:`Matrix` by (model, documents' stamps), at most ``max_bytes``, the least recently used forgotten first;
+    ``built`` counts those read from the database (the tests, the bench)."""
 
     def __init__(self, max_bytes: int = MATRIX_BYTES) -> None:
-        self.max_bytes = max_bytes
-        self.size_bytes = 0
-        self.built = 0  # how many were read from the database (tests; the bench)
-        self._held: OrderedDict[tuple[str, tuple[Stamp, ...]], Matrix] = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(max_bytes)
+        self.built = 0
 
-    def __len__(self) -> int:
-        return len(self._held)
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(list(self._held.values()))
-
-    def get(self, key: tuple[str, tuple[Stamp, ...]]) -> Matrix | None:
-        with self._lock:
-            matrix = self._held.get(key)
-            if matrix is not None:
-                self._held.move_to_end(key)
-            return matrix
-
-    def put(self, key: tuple[str, tuple[Stamp, ...]], matrix: Matrix) -> None:
-        with self._lock:
-            self.built += 1
-            if matrix.nbytes > self.max_bytes or key in self._held:
-                return
-            self._held[key] = matrix
-            self.size_bytes += matrix.nbytes
-            while self.size_bytes > self.max_bytes:
-                _, dropped = self._held.popitem(last=False)
-                self.size_bytes -= dropped.nbytes
+    def put(self, key: tuple[str, tuple[Stamp, ...]], value: Matrix) -> None:
+        self.built += 1
+        super().put(key, value)
 
     def clear(self) -> None:
-        with self._lock:
-            self._held.clear()
-            self.size_bytes = self.built = 0
+        super().clear()
+        self.built = 0
 
 
 MATRICES = Matrices()

@@ -241,7 +241,7 @@ def test_another_tenants_passages_are_never_in_the_matrix(endpoint, vectors_on):
 
     theirs_pks = set(KnowledgePassage.objects.filter(document__source__tenant=theirs).values_list("pk", flat=True))
     readable = set(KnowledgePassage.objects.exclude(document__source__tenant=theirs).values_list("pk", flat=True))
-    (matrix,) = MATRICES
+    (matrix,) = MATRICES.values()
     assert set(matrix.passages.tolist()) == readable
     assert not theirs_pks & {hit.passage_id for hit in hits}
     assert {hit.file_name for hit in hits if VECTORS in hit.found_by} == {"ajuda.md", "nossa.md"}
