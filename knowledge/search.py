@@ -488,7 +488,7 @@ def _fused(ranked: list[Row], found: list[tuple[int, float]], scope: Scope, limi
     missing = [pk for pk, _, _ in order if pk not in rows]
     if missing:
         fields = ("pk", "document_id", "heading", "position", "text")
-        read = KnowledgePassage.objects.filter(pk__in=missing).values_list(*fields)
+        read = KnowledgePassage.objects.filter(pk__in=missing).values_list(*fields).order_by()
         for pk, document, heading, position, text in read:
             rows[pk] = (pk, 0.0, document, heading, position, text)
     return [

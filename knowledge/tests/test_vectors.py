@@ -278,3 +278,27 @@ def test_the_vector_settings_are_checked():
         validate_knowledge_settings({"vectors": "yes"})
     with pytest.raises(ValidationError, match="vector_min_score is a number"):
         validate_knowledge_settings({"vector_min_score": 1.5})
+
+
+@pytest.mark.usefixtures("multi_agent_for_everyone")
+def test_a_turn_cites_a_passage_only_the_vectors_found_and_its_metadata_says_so(api, telecom, endpoint):
+    from releases.versions import version_publish
+    from routing.documents import profile_documents
+
+    telecom.knowledge = {"vectors": True, "vector_min_score": VECTOR_BAR}
+    telecom.save(update_fields=["knowledge"])
+    document_ingest(source=pt_source(telecom), file_name="ajuda.md", data=HELP)
+    version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="vectors")
+
+    response = api.post(
+        "/api/chat/message",
+        {"agent_id": "telecom_contas", "payload": {"text": NO_SHARED_WORD, "user_id": "u-vectors", "language": "pt"}},
+        format="json",
+    )
+
+    assert response.status_code == 200, response.content
+    knowledge = response.json()["metadata"]["knowledge"]
+    (row,) = [row for row in knowledge["retrieved"] if row["used"]]
+    assert row["found_by"] == [VECTORS] and row["cosine"] >= VECTOR_BAR and row["score"] == 0
+    assert all(row["found_by"] == [VECTORS] for row in knowledge["retrieved"])  # no word of it in the documents
+    assert [citation["passage"] for citation in knowledge["citations"]] == [row["passage"]]
