@@ -30,7 +30,7 @@ from knowledge.models import (
 from knowledge.reading import SUFFIXES
 from knowledge.services import IngestReport, document_delete
 from knowledge.uploads import uploads_queue
-from knowledge.vectors import document_vectors_state
+from knowledge.vectors import document_vectors_state, embed_queue
 
 PASTED_SUFFIX = ".txt"
 DRAFT_DOCUMENTS = Q(documents__replaced_at__isnull=True)  # a source's counts: its draft's documents
@@ -249,6 +249,18 @@ class KnowledgeSourceAdmin(admin.ModelAdmin):
     list_select_related = ("profile", "tenant")
     fields = ("profile", "tenant", "name", "language", "tags", "owner", "enabled")
     inlines = [DocumentInline, UploadInline]
+    actions = ["embed_again"]
+
+    @admin.action(
+        description="Embed their profiles' documents not embedded by the configured model", permissions=["edit"]
+    )
+    def embed_again(self, request: HttpRequest, queryset: QuerySet[KnowledgeSource]) -> None:
+        """For a profile whose search uses vectors: after a change of model, for documents uploaded before vectors were
+        on, or after the endpoint failed (:func:`knowledge.vectors.embed_queue`)."""
+        self.message_user(request, embed_queue(queryset.values_list("profile_id", flat=True)))
+
+    def has_edit_permission(self, request: HttpRequest) -> bool:
+        return may_edit(request)
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> list[type[admin.options.InlineModelAdmin]]:
         return [DocumentInline] if obj is None else [DocumentInline, UploadInline]  # a new source has no uploads

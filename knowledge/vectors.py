@@ -11,7 +11,8 @@ of :mod:`common.embeddings`.
   bytes and the model named on the document (``embedding_model``). A failure of the endpoint leaves the document's
   passages read by their words alone, and says why (``embedding_error``, shown in the admin); the upload stands.
   A document embedded by another model than the one configured is read by its words until
-  ``manage.py embed_knowledge`` (:func:`profile_embed`) embeds it again.
+  ``manage.py embed_knowledge`` or the sources' admin action (:func:`profile_embed`, :func:`embed_queue`: a Celery
+  worker where a broker exists, in the request otherwise) embeds it again.
 * **Searching** (:func:`nearest`): the question embedded (cached per process, :data:`QUESTIONS`), and the scope's
   passages — the documents a published version holds, in one language and within the tags, of the tenant's and the
   shared sources: :class:`knowledge.search.Scope` — held as one float32 matrix per process, read once per set of
@@ -31,12 +32,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from django.conf import settings
 from django.db import transaction
 
 from agents.public import KnowledgeSettings
 from common.embeddings import KNOWLEDGE, BytesBounded, EmbeddingsCache, EmbeddingsUnavailable, EmbeddingsVectoriser
 from common.embeddings import embeddings_vectoriser as configured_vectoriser
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource
+from platform.celery import app
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +49,7 @@ MATRIX_BYTES = 256 * 2**20  # per process: about 43,000 passages of 1,536 dimens
 QUESTIONS = EmbeddingsCache(8 * 2**20)  # the questions' embeddings, apart from the routing's cache
 NO_CACHE = EmbeddingsCache(0)  # the passages': embedded once, stored on their rows
 WRITE_BATCH = 500
+EMBED_TASK = "knowledge.profile_embed"
 
 Endpoint = tuple[str, str, str, float]  # base URL, model, key, timeout
 Stamp = tuple[int, str, str]  # a document: pk, SHA-256 of its bytes, the model its passages are embedded with
@@ -130,6 +134,23 @@ def profile_embed(profile_pk: int, *, every: bool = False) -> tuple[int, int]:
         document.refresh_from_db(fields=["embedding_model"])
         done, failed = (done + 1, failed) if document.embedding_model == model else (done, failed + 1)
     return done, failed
+
+
+def embed_queue(profile_pks: Iterable[int]) -> str:
+    """Have :func:`profile_embed` run for each profile: on a Celery worker once the request commits where a broker is
+    configured (``REDIS_URL``), here otherwise. What happened, for the admin's message."""
+    pks = sorted(set(profile_pks))
+    if not embedding_model():
+        return "No embeddings endpoint is configured (KNOWLEDGE_EMBEDDINGS_BASE_URL, else ROUTER_EMBEDDINGS_BASE_URL)."
+    if settings.REDIS_URL:
+        for pk in pks:
+            transaction.on_commit(lambda pk=pk: app.send_task(EMBED_TASK, args=(pk,)))
+        return f"Queued: {len(pks)} profiles' documents are embedded by a worker; each document's page says when."
+    done = failed = 0
+    for pk in pks:
+        embedded, missed = profile_embed(pk)
+        done, failed = done + embedded, failed + missed
+    return f"{done} documents embedded, {failed} not (their pages say why)."
 
 
 def document_vectors_state(document: KnowledgeDocument) -> str:

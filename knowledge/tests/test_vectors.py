@@ -267,7 +267,7 @@ def test_with_the_setting_off_nothing_is_embedded_and_no_call_is_made(endpoint, 
         profile_pk=profile.pk, tenant_pk=None, query=NO_SHARED_WORD, language="pt", tags=(), min_score=0.5
     )
 
-    assert endpoint.embedding_requests == []
+    assert endpoint.embedding_requests == [] and len(MATRICES) == 0
     assert retrieved.used == () and all(passage.hit.found_by == (LEXICAL,) for passage in retrieved.considered)
     assert KnowledgeDocument.objects.get().embedding_model == ""
 
@@ -302,3 +302,19 @@ def test_a_turn_cites_a_passage_only_the_vectors_found_and_its_metadata_says_so(
     assert row["found_by"] == [VECTORS] and row["cosine"] >= VECTOR_BAR and row["score"] == 0
     assert all(row["found_by"] == [VECTORS] for row in knowledge["retrieved"])  # no word of it in the documents
     assert [citation["passage"] for citation in knowledge["citations"]] == [row["passage"]]
+
+
+def test_the_sources_admin_action_embeds_what_the_configured_model_did_not(admin_client, settings, endpoint, vectors_on):
+    settings.REDIS_URL = ""  # no broker: in the request
+    source = pt_source(vectors_on)
+    endpoint.embeddings_error(500)
+    report = document_ingest(source=source, file_name="ajuda.md", data=HELP)
+
+    response = admin_client.post(
+        "/admin/knowledge/knowledgesource/", {"action": "embed_again", "_selected_action": [source.pk]}, follow=True
+    )
+
+    assert "1 documents embedded, 0 not" in response.content.decode()
+    assert KnowledgeDocument.objects.get(pk=report.document_id).embedding_model == "embed-small"
+    page = admin_client.get(f"/admin/knowledge/knowledgedocument/{report.document_id}/change/")
+    assert "embedded (embed-small)" in page.content.decode()
