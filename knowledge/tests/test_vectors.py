@@ -304,7 +304,9 @@ def test_a_turn_cites_a_passage_only_the_vectors_found_and_its_metadata_says_so(
     assert [citation["passage"] for citation in knowledge["citations"]] == [row["passage"]]
 
 
-def test_the_sources_admin_action_embeds_what_the_configured_model_did_not(admin_client, settings, endpoint, vectors_on):
+def test_the_sources_admin_action_embeds_what_the_configured_model_did_not(
+    admin_client, settings, endpoint, vectors_on
+):
     settings.REDIS_URL = ""  # no broker: in the request
     source = pt_source(vectors_on)
     endpoint.embeddings_error(500)
