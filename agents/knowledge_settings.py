@@ -1,8 +1,9 @@
 """How a profile and each of its specialists use the profile's knowledge at a turn (docs/knowledge.md, "At a turn").
 
 Two JSON fields, read and checked here only: ``AgentProfile.knowledge`` (:class:`KnowledgeSettings`: retrieval before
-a specialist answers, the tags it keeps to, the relevance bar) and ``Specialist.knowledge``
-(:class:`SpecialistKnowledge`: the specialist may turn retrieval off or keep to tags of its own). Every key is
+a specialist answers, the tags it keeps to, the relevance bar, the vector search and its bar) and
+``Specialist.knowledge`` (:class:`SpecialistKnowledge`: the specialist may turn retrieval off or keep to tags of its
+own). Every key is
 optional; the defaults below fill the rest, so ``{}`` is "search every document of the profile before answering".
 The tags' form is the knowledge app's too (``knowledge.models`` re-exports :func:`validate_tags`). Pure data: no ORM.
 """
@@ -22,10 +23,15 @@ MAX_TAGS = 20
 # help centre of knowledge/tests/test_retrieval.py the passage that answers held 0.67–1 of them, the best passage for a
 # question the articles do not answer at most 0.33, on both engines (docs/knowledge.md, "The relevance bar").
 DEFAULT_MIN_SCORE = 0.5
+# The bar of a passage the vector search alone found, on the cosine similarity of the question's embedding to its
+# own (knowledge.vectors): it holds too few of the question's words for the bar above, so the cosine must say it
+# answers. Not measured on a real embeddings model here (docs/knowledge.md, "Vectors"): raise it when passages are
+# cited for questions they do not answer.
+DEFAULT_VECTOR_MIN_SCORE = 0.5
 
 ERROR_KEYS = "Unknown key {keys}: use {allowed}."
 ERROR_SWITCH = "{key} is true or false."
-ERROR_MIN_SCORE = "min_score is a number from 0 up to (not including) 1."
+ERROR_MIN_SCORE = "{key} is a number from 0 up to (not including) 1."
 
 
 def validate_tags(value: object) -> None:
@@ -74,14 +80,19 @@ class KnowledgeSettings:
     * ``tags`` — keep to documents holding one of these tags;
     * ``min_score`` — the relevance bar in [0, 1): a passage scoring below it (or holding fewer than two of the
       question's content words: :data:`agents.passages.MIN_WORDS_HELD`) is not used, and a specialist with no
-      passage at the bar (and no tool to answer from) says it does not know.
+      passage at the bar (and no tool to answer from) says it does not know;
+    * ``vectors`` — the search ranks the passages by the cosine similarity of their embeddings to the question's too,
+      fused with the words' ranking (the operator's endpoint, ``KNOWLEDGE_EMBEDDINGS_*``; off by default);
+    * ``vector_min_score`` — the bar, on that cosine, of a passage the vectors found that does not reach ``min_score``.
     """
 
     retrieval: bool = True
     tags: tuple[str, ...] = ()
     min_score: float = DEFAULT_MIN_SCORE
+    vectors: bool = False
+    vector_min_score: float = DEFAULT_VECTOR_MIN_SCORE
 
-    KEYS: ClassVar[tuple[str, ...]] = ("retrieval", "tags", "min_score")
+    KEYS: ClassVar[tuple[str, ...]] = ("retrieval", "tags", "min_score", "vectors", "vector_min_score")
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any] | None) -> KnowledgeSettings:
@@ -90,7 +101,14 @@ class KnowledgeSettings:
             retrieval=bool(data.get("retrieval", True)),
             tags=tuple(data.get("tags") or ()),
             min_score=float(data.get("min_score", DEFAULT_MIN_SCORE)),
+            vectors=bool(data.get("vectors", False)),
+            vector_min_score=float(data.get("vector_min_score", DEFAULT_VECTOR_MIN_SCORE)),
         )
+
+    @property
+    def vector_bar(self) -> float | None:
+        """The cosine bar of a passage the vectors alone found, or ``None`` when the search uses no vectors."""
+        return self.vector_min_score if self.vectors else None
 
     def tags_for(self, specialist: SpecialistKnowledge) -> tuple[str, ...] | None:
         """The tags a search for ``specialist`` keeps to (``()``: every document), or ``None`` when the two
@@ -108,7 +126,7 @@ def knowledge_problems(value: object, keys: tuple[str, ...]) -> list[tuple[str, 
     problems: list[tuple[str, str]] = []
     if unknown := sorted(set(value) - set(keys)):
         problems.append(("", ERROR_KEYS.format(keys=", ".join(unknown), allowed=", ".join(keys))))
-    for key in ("retrieval", "with_tools"):
+    for key in ("retrieval", "with_tools", "vectors"):
         if key in value and not isinstance(value[key], bool):
             problems.append((key, ERROR_SWITCH.format(key=key)))
     if "tags" in value:
@@ -116,10 +134,10 @@ def knowledge_problems(value: object, keys: tuple[str, ...]) -> list[tuple[str, 
             validate_tags(value["tags"])
         except ValidationError as error:
             problems.append(("tags", error.messages[0]))
-    if "min_score" in value:
-        score = value["min_score"]
+    for key in ("min_score", "vector_min_score"):
+        score = value.get(key, 0)
         if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score < 1:
-            problems.append(("min_score", ERROR_MIN_SCORE))
+            problems.append((key, ERROR_MIN_SCORE.format(key=key)))
     return problems
 
 

@@ -442,8 +442,9 @@ PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
         "settings",
         {},
         KNOWLEDGE,
-        "Retrieval from its knowledge sources before its specialists answer, the tags it keeps to, and the relevance "
-        "bar below which they say they do not know (agents/knowledge_settings.py, docs/knowledge.md).",
+        "Retrieval from its knowledge sources before its specialists answer, the tags it keeps to, the relevance bar "
+        "below which they say they do not know, and the vector search beside the words' (agents/knowledge_settings.py, "
+        "docs/knowledge.md).",
         agents_yaml="knowledge",
         added=24,
         compiled="knowledge",

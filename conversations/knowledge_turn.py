@@ -119,6 +119,7 @@ class KnowledgeTool:
     min_score: float
     question: str
     documents: frozenset[tuple[str, str, str]] | None = None  # the documents its version holds (ProfileSpec's)
+    vector_bar: float | None = None  # the profile's search uses vectors: their cosine bar
     considered: list[Considered] = field(default_factory=list)
     given: list[Considered] = field(default_factory=list)
     calls: int = 0
@@ -136,7 +137,7 @@ class KnowledgeTool:
             seen = {passage.hit.passage_id for passage in retrieved.considered}
             others = (await self._search(query, "")).considered
             more = tuple(passage for passage in others if passage.hit.passage_id not in seen)
-            retrieved = Retrieved(retrieved.considered + more, self.min_score)
+            retrieved = Retrieved(retrieved.considered + more, self.min_score, self.vector_bar)
             self.everywhere.add(query)
         self.searched[query] = retrieved
         return retrieved
@@ -151,6 +152,7 @@ class KnowledgeTool:
             min_score=self.min_score,
             every_language=False,
             documents=self.documents,
+            vector_bar=self.vector_bar,
         )
 
     async def _given(self, query: str, *, every_language: bool = True) -> list[Considered]:
@@ -172,7 +174,8 @@ class KnowledgeTool:
         added = await self._given(self.question, every_language=False)
         if not added:
             return None
-        return KnowledgeUse(Retrieved(tuple(self.considered), self.min_score), self.question, True, tuple(added))
+        retrieved = Retrieved(tuple(self.considered), self.min_score, self.vector_bar)
+        return KnowledgeUse(retrieved, self.question, True, tuple(added))
 
     async def search(self, query: str) -> str:
         """The tool's result for ``query`` (the customer's message when empty): a note of :func:`passages_note`."""
@@ -191,7 +194,7 @@ class KnowledgeTool:
         given before beside them: it is never made to say it does not know."""
         if not self.searched:
             return None
-        retrieved = Retrieved(tuple(self.considered), self.min_score)
+        retrieved = Retrieved(tuple(self.considered), self.min_score, self.vector_bar)
         return KnowledgeUse(retrieved, self.question, tools_ran or not self.calls, tuple(self.given))
 
 
@@ -221,7 +224,10 @@ async def knowledge_prepared(
         return None, None
     min_score = profile.knowledge.min_score
     if tools_offered and not specialist.knowledge.with_tools:
-        tool = KnowledgeTool(profile.pk, tenant_pk, language, tags, min_score, text, profile.knowledge_documents)
+        tool = KnowledgeTool(
+            profile.pk, tenant_pk, language, tags, min_score, text, profile.knowledge_documents,
+            profile.knowledge.vector_bar,
+        )  # fmt: skip
         # A request about the customer's own things (their bill, their order) is its tools' to answer: retrieved
         # before the model, it would hand it passages no answer uses, at a search's cost on most of a tools
         # specialist's messages. Its model may still search.
@@ -235,6 +241,7 @@ async def knowledge_prepared(
         tags=tags,
         min_score=min_score,
         documents=profile.knowledge_documents,
+        vector_bar=profile.knowledge.vector_bar,
     )
     return KnowledgeUse.before(retrieved, text, tools_offered=tools_offered), None
 
@@ -261,6 +268,7 @@ async def knowledge_answers(
         tags=settings.tags,
         min_score=settings.min_score,
         documents=profile.knowledge_documents,
+        vector_bar=settings.vector_bar,
     )
     return any(passage.held >= MIN_WORDS_HELD for passage in retrieved.used)
 
@@ -291,6 +299,8 @@ def _row(passage: Considered) -> dict[str, Any]:
         "passage": hit.passage_id,
         "score": passage.relevance,  # what the bar is held to
         "search_score": hit.score,  # the engine's, which orders the search
+        "found_by": list(hit.found_by),  # the rankings that found it: lexical, vectors
+        **({"cosine": hit.cosine} if hit.cosine is not None else {}),
     }
 
 
@@ -307,8 +317,7 @@ class Settled:
 def knowledge_settle(use: KnowledgeUse, answer: str, *, answered: bool, language: str) -> Settled:
     """The run's answer with its sources (rule 4), or :data:`DONT_KNOW` (rule 3). ``answered``: the run ended with
     an answer of its own (no move, no question for permission, no failure)."""
-    bar = use.retrieved.min_score
-    considered = [{**_row(passage), "used": passage.reaches(bar)} for passage in use.retrieved.considered]
+    considered = [{**_row(passage), "used": use.retrieved.reaching(passage)} for passage in use.retrieved.considered]
     metadata: dict[str, Any] = {"citations": [], "retrieved": considered, "answered_from_knowledge": False}
     if not answered:
         return Settled(answer, "", metadata)

@@ -30,6 +30,7 @@ from knowledge.models import (
 from knowledge.reading import SUFFIXES
 from knowledge.services import IngestReport, document_delete
 from knowledge.uploads import uploads_queue
+from knowledge.vectors import document_vectors_state, embed_queue
 
 PASTED_SUFFIX = ".txt"
 DRAFT_DOCUMENTS = Q(documents__replaced_at__isnull=True)  # a source's counts: its draft's documents
@@ -43,9 +44,10 @@ def report_words(report: IngestReport) -> str:
     """One line for the editor: what an upload did to a document and its passages."""
     if report.outcome == "unchanged":
         return f"{report.file_name}: unchanged ({report.passages} passages)."
+    vectors = f" Vectors: {report.vectors}." if report.vectors else ""
     return (
         f"{report.file_name}: {report.outcome}, {report.passages} passages "
-        f"({report.added} added, {report.removed} removed, {report.kept} kept)."
+        f"({report.added} added, {report.removed} removed, {report.kept} kept).{vectors}"
     )
 
 
@@ -115,7 +117,8 @@ class DocumentInline(admin.TabularInline):
     formset = DocumentFormSet
     extra = 0
     fields = (
-        "title", "file_name", "kind", "language", "tags", "passages_count", "versions", "uploaded_by", "uploaded_at",
+        "title", "file_name", "kind", "language", "tags", "passages_count", "versions", "vectors", "uploaded_by",
+        "uploaded_at",
     )  # fmt: skip
     readonly_fields = fields
     show_change_link = True  # its page: the passages an answer cites
@@ -123,6 +126,10 @@ class DocumentInline(admin.TabularInline):
     @admin.display(description="versions")
     def versions(self, obj: Any) -> str:
         return document_state(obj)
+
+    @admin.display(description="vectors")
+    def vectors(self, obj: Any) -> str:
+        return document_vectors_state(obj)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[KnowledgeDocument]:
         return super().get_queryset(request).select_related("uploaded_by").annotate(passage_total=Count("passages"))
@@ -192,13 +199,13 @@ class KnowledgeDocumentAdmin(admin.ModelAdmin):
     (:func:`knowledge.retrieval.document_link`). Documents come in, and are replaced, through their source's upload
     page; deleting one takes the edit permission."""
 
-    list_display = ("title", "source", "file_name", "language", "uploaded_at", "versions")
+    list_display = ("title", "source", "file_name", "language", "uploaded_at", "versions", "vectors")
     list_filter = ("language", "source__profile")
     search_fields = ("title", "file_name", "source__name")
     list_select_related = ("source__profile",)
     fields = (
         "source", "title", "file_name", "kind", "language", "tags", "size_bytes", "uploaded_by", "uploaded_at",
-        "versions",
+        "versions", "vectors",
     )  # fmt: skip
     readonly_fields = fields
     inlines = [PassageInline]
@@ -208,6 +215,11 @@ class KnowledgeDocumentAdmin(admin.ModelAdmin):
         """The draft's or replaced, and the versions served that hold it: a published version answers from the
         documents it was published with (:mod:`knowledge.versions`)."""
         return document_state(obj)
+
+    @admin.display(description="vectors")
+    def vectors(self, obj: Any) -> str:
+        """Whether its passages are embedded, by which model, or why not (:mod:`knowledge.vectors`)."""
+        return document_vectors_state(obj)
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         document_delete(document=obj)
@@ -237,6 +249,18 @@ class KnowledgeSourceAdmin(admin.ModelAdmin):
     list_select_related = ("profile", "tenant")
     fields = ("profile", "tenant", "name", "language", "tags", "owner", "enabled")
     inlines = [DocumentInline, UploadInline]
+    actions = ["embed_again"]
+
+    @admin.action(
+        description="Embed their profiles' documents not embedded by the configured model", permissions=["edit"]
+    )
+    def embed_again(self, request: HttpRequest, queryset: QuerySet[KnowledgeSource]) -> None:
+        """For a profile whose search uses vectors: after a change of model, for documents uploaded before vectors were
+        on, or after the endpoint failed (:func:`knowledge.vectors.embed_queue`)."""
+        self.message_user(request, embed_queue(queryset.values_list("profile_id", flat=True)))
+
+    def has_edit_permission(self, request: HttpRequest) -> bool:
+        return may_edit(request)
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> list[type[admin.options.InlineModelAdmin]]:
         return [DocumentInline] if obj is None else [DocumentInline, UploadInline]  # a new source has no uploads

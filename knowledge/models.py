@@ -5,7 +5,8 @@ reads the shared sources and that tenant's only (:func:`knowledge.search.knowled
 index is PostgreSQL full text (``search_vector``, a GIN index, trigrams on the text) or, on SQLite, an FTS5 table
 the database keeps in step by triggers (migration 0002). Each source also keeps the words its passages hold, with how
 many passages hold each (:class:`KnowledgeWord`): what a search reads to choose the words it filters on, and on
-PostgreSQL to read a misspelt or unaccented word as one the documents use.
+PostgreSQL to read a misspelt or unaccented word as one the documents use. A passage may also hold its embedding, for
+the profiles whose search uses vectors (:mod:`knowledge.vectors`).
 """
 
 from __future__ import annotations
@@ -100,6 +101,10 @@ class KnowledgeDocument(models.Model):
         help_text="The numbers of the profile's versions served (live, or a rollout's candidate) that hold it, as "
         "their last publish recorded them.",
     )
+    # The vector search (knowledge.vectors): the embeddings model its passages' vectors are of (blank: none, the
+    # search reads it by its words alone), or why they could not be embedded.
+    embedding_model = models.CharField(max_length=200, blank=True, editable=False)
+    embedding_error = models.TextField(blank=True, editable=False)
 
     class Meta:
         ordering = ["source", "file_name", "-pk"]
@@ -124,6 +129,8 @@ class KnowledgePassage(models.Model):
     text = models.TextField()
     # PostgreSQL's weighted tsvector of heading and text in the document's language; unused (NULL) on SQLite.
     search_vector = SearchVectorField(null=True, blank=True)
+    # Its heading and text embedded by the model its document names (float32 bytes, L2-normalised); NULL when not.
+    embedding = models.BinaryField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["document", "position"]

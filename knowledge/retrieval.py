@@ -36,10 +36,14 @@ class Considered:
     held: int
     asked: int
 
-    def reaches(self, bar: float) -> bool:
+    def reaches(self, bar: float, vector_bar: float | None = None) -> bool:
         """The passage answers the question as far as words tell: it holds ``bar``'s share of the question's content
-        words and at least :data:`agents.passages.MIN_WORDS_HELD` of them (all, for a question of fewer)."""
-        return self.relevance >= bar and self.held >= min(MIN_WORDS_HELD, self.asked)
+        words and at least :data:`agents.passages.MIN_WORDS_HELD` of them (all, for a question of fewer); or, with
+        ``vector_bar`` (the profile's search uses vectors), the vectors ranked it at a cosine of ``vector_bar`` or
+        more — a passage saying what the question asks in other words."""
+        if self.relevance >= bar and self.held >= min(MIN_WORDS_HELD, self.asked):
+            return True
+        return vector_bar is not None and self.hit.cosine is not None and self.hit.cosine >= vector_bar
 
 
 @dataclass(frozen=True)
@@ -48,12 +52,17 @@ class Retrieved:
 
     considered: tuple[Considered, ...]
     min_score: float
+    vector_bar: float | None = None  # the cosine bar when the search used vectors
+
+    def reaching(self, passage: Considered) -> bool:
+        """``passage`` reaches this search's bars (:meth:`Considered.reaches`)."""
+        return passage.reaches(self.min_score, self.vector_bar)
 
     @property
     def used(self) -> tuple[Considered, ...]:
         """The passages at or above the bar, the most relevant first (the search's order among equals): what the
         specialist is given."""
-        at_bar = [passage for passage in self.considered if passage.reaches(self.min_score)]
+        at_bar = [passage for passage in self.considered if self.reaching(passage)]
         return tuple(sorted(at_bar, key=lambda passage: -passage.relevance))
 
 
@@ -93,14 +102,17 @@ def knowledge_retrieve(
     limit: int = RETRIEVE_LIMIT,
     every_language: bool = True,
     documents: frozenset[Key] | None = None,
+    vector_bar: float | None = None,
 ) -> Retrieved:
     """The ``limit`` best passages of the profile's knowledge for ``query`` as ``tenant_pk`` may read it (the shared
     sources and its own), keeping to ``tags`` when given: those in ``language`` (every language when it is empty),
     and when none of them reaches ``min_score`` and ``every_language`` is on, the ``limit`` best of every language
     after them; when the best of them at the bar holds fewer than all the question's words, those of every language
     holding more of it than that one. ``documents``: the documents the version searched holds
-    (:func:`knowledge.versions.document_keys`; ``None``: the current ones)."""
+    (:func:`knowledge.versions.document_keys`; ``None``: the current ones). ``vector_bar``: the profile's search
+    uses vectors too (:mod:`knowledge.vectors`), and this is the cosine bar of a passage only they found."""
     tags = tuple(tags)
+    vectors = vector_bar is not None
     found = knowledge_search(
         profile=profile_pk,
         query=query,
@@ -109,19 +121,27 @@ def knowledge_retrieve(
         tags=tags,
         limit=limit,
         documents=documents,
+        vectors=vectors,
     )
     considered = _considered(found, query)
-    best = max((passage.relevance for passage in considered if passage.reaches(min_score)), default=None)
+    reached = [passage.relevance for passage in considered if passage.reaches(min_score, vector_bar)]
+    best = max(reached, default=None)
     if every_language and language and (best is None or best < 1):
         seen = {hit.passage_id for hit in found}
         others = knowledge_search(
-            profile=profile_pk, query=query, tenant=tenant_pk, tags=tags, limit=limit, documents=documents
+            profile=profile_pk,
+            query=query,
+            tenant=tenant_pk,
+            tags=tags,
+            limit=limit,
+            documents=documents,
+            vectors=vectors,
         )
         more = _considered((hit for hit in others if hit.passage_id not in seen), query)
         # Beside passages of the conversation's language at the bar, another language's only when it holds more of
         # the question: a customer asks in their language about what the business wrote in one other.
         considered += more if best is None else [passage for passage in more if passage.relevance > best]
-    return Retrieved(tuple(considered), min_score)
+    return Retrieved(tuple(considered), min_score, vector_bar)
 
 
 def document_link(document_id: int) -> str:

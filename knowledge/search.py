@@ -41,6 +41,7 @@ from agents.public import STEM_CHARS, content_words
 from common.config_version import config_version, local_generation
 from common.text import fold
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
+from knowledge.vectors import LEXICAL, VECTORS, Stamp, fused, nearest
 from knowledge.versions import Key, rows_chosen
 
 CONFIGS = {"pt": "portuguese", "en": "english", "es": "spanish"}
@@ -58,6 +59,7 @@ LARGE_SCOPE = 4 * CANDIDATE_BUDGET
 # Past it, the first the full-text index returns, in the table's order (migration 0005 keeps the scan serial, so the
 # same ones every time): ranking each costs reading its toasted tsvector, and a common word brought 14,000 (100 ms).
 CANDIDATE_LIMIT = CANDIDATE_BUDGET
+FUSION_DEPTH = 20  # with vectors: how deep each ranking goes before they are fused
 RERANK = 20  # PostgreSQL: the best passages by full text that the trigram similarity re-ranks
 TRIGRAM_WEIGHT = 0.5  # a misspelt word's match counts, but less than the words themselves
 TYPO_MIN_CHARS = 4  # shorter unknown words are left as they are: too many words are near them
@@ -95,6 +97,9 @@ class Hit:
     position: int
     text: str
     score: float
+    # The rankings that found it (knowledge.vectors: LEXICAL, VECTORS), and its cosine when the vectors ranked it.
+    found_by: tuple[str, ...] = (LEXICAL,)
+    cosine: float | None = None
 
 
 @dataclass
@@ -145,6 +150,7 @@ class Scope:
     about: dict[int, tuple[str, str, str, str]]
     passages: int
     tenants_kept: bool = True  # a tenant of the profile has a source of its own: each tenant's scope is its own
+    stamps: tuple[Stamp, ...] = ()  # each document's pk, SHA-256 and embeddings model, for the vectors' matrix
 
 
 class PerVersion:
@@ -215,7 +221,7 @@ def _scope(
     tenants_kept = KnowledgeSource.objects.filter(profile=profile, enabled=True, tenant__isnull=False)
     fields = (
         "pk", "source_id", "title", "file_name", "source__name", "language", "tags", "source__tags", "held",
-        "tenants_kept", "content_hash", "replaced_at",
+        "tenants_kept", "content_hash", "replaced_at", "embedding_model",
     )  # fmt: skip
     read = list(
         rows.annotate(held=Count("passages"), tenants_kept=Exists(tenants_kept)).values_list(*fields).order_by()
@@ -232,6 +238,7 @@ def _scope(
         {row[0]: (row[2], row[3], row[4], row[5]) for row in kept_rows},
         sum(row[8] for row in kept_rows),
         tenants_kept=any(row[9] for row in read),
+        stamps=tuple((row[0], row[10], row[12]) for row in kept_rows),
     )
     SCOPES.put(version, key, found)
     if read and not found.tenants_kept:  # what every tenant of the profile reads
@@ -428,6 +435,7 @@ def knowledge_search(
     tags: Iterable[str] = (),
     limit: int = 5,
     documents: frozenset[Key] | None = None,
+    vectors: bool = False,
 ) -> list[Hit]:
     """The ``limit`` passages (at most :data:`MAX_LIMIT`) of ``profile``'s enabled knowledge that best match
     ``query``, best first, read for ``tenant`` (its sources and the shared ones; ``None``: the shared ones only),
@@ -436,7 +444,10 @@ def knowledge_search(
     with no word, or none the searched documents hold (nor, on PostgreSQL, one near), finds nothing. Three queries
     at most on either engine, whatever the size of the knowledge: the documents searched and the words' counts,
     each kept per configuration version (:class:`PerVersion`), and the ranking, which returns the passages' rows
-    and ranks the passages of the filtered words only (:func:`search_plan`)."""
+    and ranks the passages of the filtered words only (:func:`search_plan`). With ``vectors``, the passages nearest
+    the question by their embeddings too, the two rankings fused (:func:`knowledge.vectors.fused`; the vectors'
+    failure leaves the words' alone): one more query to read the passages only the vectors found, and one to read
+    the scope's vectors once per set of documents (:mod:`knowledge.vectors`)."""
     limit = max(0, min(limit, MAX_LIMIT))
     if not _words(query) or not limit:
         return []
@@ -444,20 +455,44 @@ def knowledge_search(
     scope = _scope(profile=profile, tenant=tenant, language=language, tags=tags, version=version, documents=documents)
     if not scope.documents:
         return []
+    depth = max(limit, FUSION_DEPTH) if vectors else limit
     configs = search_configs(language) if connection.vendor == "postgresql" else None
     plan = _plan(_terms(query, scope.sources, version), _words(query), configs)
-    if not plan.filtered:
-        return []
-    if connection.vendor == "postgresql":
-        ranked = _postgres(plan, query[:1000], scope, language, limit)
-    else:
-        ranked = _sqlite(plan, scope.documents, limit)
-    hits = []
-    for pk, score, document, heading, position, text in ranked:
-        title, file_name, source_name, document_language = scope.about[document]
-        hits.append(
-            Hit(
-                pk, document, title, file_name, source_name, document_language, heading, position, text, round(score, 6)
-            )
-        )
-    return hits
+    ranked: list[Row] = []
+    if plan.filtered and connection.vendor == "postgresql":
+        ranked = _postgres(plan, query[:1000], scope, language, depth)
+    elif plan.filtered:
+        ranked = _sqlite(plan, scope.documents, depth)
+    if vectors:
+        found = nearest(documents=scope.stamps, passages=scope.passages, query=query[:1000], limit=depth)
+        if found is not None:
+            return _fused(ranked, found, scope, limit)
+    return [_hit(row, scope) for row in ranked[:limit]]
+
+
+def _hit(row: Row, scope: Scope, found_by: tuple[str, ...] = (LEXICAL,), cosine: float | None = None) -> Hit:
+    pk, score, document, heading, position, text = row
+    title, file_name, source_name, document_language = scope.about[document]
+    return Hit(
+        pk, document, title, file_name, source_name, document_language, heading, position, text, round(score, 6),
+        found_by, cosine,
+    )  # fmt: skip
+
+
+def _fused(ranked: list[Row], found: list[tuple[int, float]], scope: Scope, limit: int) -> list[Hit]:
+    """The words' ranking and the vectors' fused (reciprocal rank fusion), each hit scored by the fusion, with its
+    cosine when the vectors ranked it; the passages only the vectors found read in one query."""
+    rows = {row[0]: row for row in ranked}
+    cosines = dict(found)
+    order = fused([(LEXICAL, [row[0] for row in ranked]), (VECTORS, [pk for pk, _ in found])], limit)
+    missing = [pk for pk, _, _ in order if pk not in rows]
+    if missing:
+        fields = ("pk", "document_id", "heading", "position", "text")
+        read = KnowledgePassage.objects.filter(pk__in=missing).values_list(*fields).order_by()
+        for pk, document, heading, position, text in read:
+            rows[pk] = (pk, 0.0, document, heading, position, text)
+    return [
+        _hit((pk, score, *rows[pk][2:]), scope, found_by, cosines.get(pk))
+        for pk, score, found_by in order
+        if pk in rows and rows[pk][2] in scope.about
+    ]

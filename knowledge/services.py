@@ -1,5 +1,6 @@
 """Writes: a file (or pasted text) into a source as a document and its passages, replacing the one of the same name;
-a document deleted; and the source's words counted with both (:class:`knowledge.models.KnowledgeWord`). A document a
+a document deleted; and the source's words counted with both, and a new document's passages embedded where its
+profile's search uses vectors (:mod:`knowledge.vectors`) (:class:`knowledge.models.KnowledgeWord`). A document a
 version served holds (``held_by``) is never rewritten: replacing or deleting it marks it replaced and leaves it to
 that version (:mod:`knowledge.versions`). The words count the passages of every row kept, replaced ones included."""
 
@@ -22,6 +23,7 @@ from common.language import LANGUAGES
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord, validate_tags
 from knowledge.reading import KnowledgeReadError, Piece, passages_of, read_file, read_readable
 from knowledge.search import search_config
+from knowledge.vectors import document_embed, vectors_wanted
 from knowledge.versions import document_keys, rows_chosen
 from knowledge.words import word_forms, words_counted
 
@@ -46,6 +48,7 @@ class IngestReport:
     removed: int
     kept: int
     document_id: int | None
+    vectors: str = ""  # what the vector search reads of it (knowledge.vectors.document_vectors_state); "": not asked
 
 
 def _diff(old: list[Piece], new: list[Piece]) -> tuple[int, int, int]:
@@ -194,6 +197,7 @@ def document_ingest(
         document.title, document.kind, document.content_hash = title, kind, content_hash
         document.language = language or source.language
         document.tags, document.size_bytes = tags, len(data)
+        document.embedding_model, document.embedding_error = "", ""  # its new passages are not embedded yet
         document.uploaded_by, document.uploaded_at = user, timezone.now()
         document.full_clean(validate_unique=False, validate_constraints=False)
         document.save()
@@ -204,7 +208,10 @@ def document_ingest(
         )
         _index(document)
         _words_count(source.pk, added=pieces, removed=counted_out)
-    return IngestReport(file_name, title, outcome, len(pieces), added, removed, kept, document.pk)
+    # Embedded once committed, outside the source's lock: the endpoint's time is not the other uploads' (a failure
+    # leaves the document to the words' search, and says so).
+    vectors = document_embed(document) if vectors_wanted(source) else ""
+    return IngestReport(file_name, title, outcome, len(pieces), added, removed, kept, document.pk, vectors)
 
 
 def documents_hold(*, profile_pk: int, versions: Mapping[int, Any]) -> int:

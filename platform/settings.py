@@ -498,11 +498,20 @@ LLM_API_KEY_ENV_ALLOWED = env.listing("LLM_API_KEY_ENV_ALLOWED", ["*_API_KEY"])
 ROUTER_LLM_BASE_URL = env.string("ROUTER_LLM_BASE_URL")
 ROUTER_LLM_API_KEY = env.string("ROUTER_LLM_API_KEY")
 ROUTER_LLM_MODEL = env.string("ROUTER_LLM_MODEL")
-# Optional OpenAI-compatible embeddings endpoint for the examples tier (routing/embeddings.py); empty = offline TF-IDF.
+# Optional OpenAI-compatible embeddings endpoint for the examples tier (common/embeddings.py); empty = offline TF-IDF.
 ROUTER_EMBEDDINGS_BASE_URL = env.string("ROUTER_EMBEDDINGS_BASE_URL")
 ROUTER_EMBEDDINGS_API_KEY = env.string("ROUTER_EMBEDDINGS_API_KEY")
 ROUTER_EMBEDDINGS_MODEL = env.string("ROUTER_EMBEDDINGS_MODEL", "text-embedding-3-small")
 ROUTER_EMBEDDINGS_TIMEOUT = env.decimal("ROUTER_EMBEDDINGS_TIMEOUT", 5.0)
+# The knowledge's vector search (knowledge/vectors.py, docs/knowledge.md): the router's endpoint unless
+# KNOWLEDGE_EMBEDDINGS_BASE_URL names another (then its key is its own: the router's is never sent elsewhere).
+KNOWLEDGE_EMBEDDINGS_BASE_URL = env.string("KNOWLEDGE_EMBEDDINGS_BASE_URL") or ROUTER_EMBEDDINGS_BASE_URL
+KNOWLEDGE_EMBEDDINGS_API_KEY = env.string(
+    "KNOWLEDGE_EMBEDDINGS_API_KEY",
+    ROUTER_EMBEDDINGS_API_KEY if KNOWLEDGE_EMBEDDINGS_BASE_URL == ROUTER_EMBEDDINGS_BASE_URL else "",
+)
+KNOWLEDGE_EMBEDDINGS_MODEL = env.string("KNOWLEDGE_EMBEDDINGS_MODEL") or ROUTER_EMBEDDINGS_MODEL
+KNOWLEDGE_EMBEDDINGS_TIMEOUT = env.decimal("KNOWLEDGE_EMBEDDINGS_TIMEOUT", 2.0)
 
 MCP_TELECOM_PORT = env.integer("MCP_TELECOM_PORT", 8100)
 MCP_RETAIL_PORT = env.integer("MCP_RETAIL_PORT", 8200)

@@ -26,7 +26,7 @@ once per profile version (with the router) and then scores a message without tou
   message's features times the intents that have them (:func:`routing.examples_kernel.bayes_scores`), not times
   their examples.
 * **Embeddings** (when the profile asks for them and an endpoint is configured): the examples and the message
-  embedded by an OpenAI-compatible ``/v1/embeddings`` endpoint (:mod:`routing.embeddings`). An intent's score mixes
+  embedded by an OpenAI-compatible ``/v1/embeddings`` endpoint (:mod:`common.embeddings`). An intent's score mixes
   two cosine similarities: with its nearest example (weight :data:`NEAREST_WEIGHT`) and with the centroid of its
   examples (the normalised sum of their vectors, the rest); "none of these" is the similarity of the nearest
   background example.
@@ -53,6 +53,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from common.embeddings import EmbeddingsUnavailable, EmbeddingsVectoriser, embeddings_vectoriser
 from common.infra import stock_paths
 from common.language import language_compiled_use
 from routing.background import Background, none_label
@@ -637,12 +638,10 @@ def examples_compile(
 ) -> ExampleIndex | None:
     """A profile's :class:`ExampleIndex` from its intents' examples and its ``background`` (:mod:`routing.background`;
     memoised: recompiling the snapshot after a change elsewhere does not vectorise unchanged examples again).
-    ``vectoriser``: ``offline`` (the default) or ``embeddings``, which needs an endpoint (:mod:`routing.embeddings`);
+    ``vectoriser``: ``offline`` (the default) or ``embeddings``, which needs an endpoint (:mod:`common.embeddings`);
     with none configured, or when it cannot be reached while compiling, the offline vectoriser serves (and the next
     compile tries the endpoint again)."""
     if vectoriser == "embeddings":
-        from routing.embeddings import EmbeddingsUnavailable, embeddings_vectoriser
-
         remote = embeddings_vectoriser()
         if remote is not None:
             try:
@@ -667,8 +666,6 @@ def _embeddings_compile(
 ) -> ExampleIndex | None:
     """Memoised by the examples, the endpoint (base URL, model, key, timeout) and the background: another endpoint
     is another index."""
-    from routing.embeddings import EmbeddingsVectoriser
-
     base_url, model, api_key, timeout = endpoint
     return ExampleIndex.build(
         examples, EmbeddingsVectoriser(base_url=base_url, model=model, api_key=api_key, timeout=timeout), background

@@ -129,7 +129,6 @@ LATE_IMPORTS: dict[tuple[str, str], str] = {
     "traces are on",
     ("routing/examples.py", "routing.examples_kernel"): "numba compiles the kernel: only examples load it",
     ("routing/tfidf.py", "routing.examples_kernel"): "numba compiles the kernel: only examples load it",
-    ("routing/examples.py", "routing.embeddings"): "langchain-openai's embeddings client, for its vectoriser",
 }
 
 # The size limits, and what is over them today (keyed by file, or ``file::Class.function``): each entry's size

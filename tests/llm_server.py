@@ -117,8 +117,9 @@ class ScriptedLLMServer:
     With the queue empty the server answers ``default`` (a plain text reply).
     """
 
-    def __init__(self, default: str = "scripted answer") -> None:
+    def __init__(self, default: str = "scripted answer", *, embedding_dimensions: int = EMBEDDING_DIMENSIONS) -> None:
         self.default = default
+        self.embedding_dimensions = embedding_dimensions  # when a request names none
         self.replies: deque[Reply] = deque()
         # With the queue empty, a function of the request body may answer it (None: the default answers).
         self.responder: Callable[[dict[str, Any]], Reply | None] | None = None
@@ -287,7 +288,7 @@ class ScriptedLLMServer:
                 if reply.status != 200:
                     self._send(reply.status, {"error": {"message": f"scripted {reply.status}", "type": "server_error"}})
                     return
-                dimensions = int(body.get("dimensions") or EMBEDDING_DIMENSIONS)
+                dimensions = int(body.get("dimensions") or server.embedding_dimensions)
                 data: list[dict[str, Any]] = []
                 tokens = 0
                 for index, item in enumerate(inputs):

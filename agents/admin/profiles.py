@@ -316,7 +316,8 @@ PROFILE_SECTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
         {
             "description": "Before a specialist answers, the profile's knowledge sources are searched (Knowledge → "
             "Knowledge sources); the answer cites the passages it is given. No passage at the relevance bar, and no "
-            "tool to answer from: the specialist says it does not know.",
+            "tool to answer from: the specialist says it does not know. With vectors on, the operator's embeddings "
+            "endpoint ranks the passages by meaning too.",
         },
     ),
     (

@@ -8,7 +8,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from routing.embeddings import (
+from common.embeddings import (
     EmbeddingsCache,
     EmbeddingsUnavailable,
     EmbeddingsVectoriser,

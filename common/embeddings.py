@@ -1,18 +1,23 @@
-"""The examples tier's vectoriser over an OpenAI-compatible ``/v1/embeddings`` endpoint, through langchain-openai.
+"""A vectoriser over an OpenAI-compatible ``/v1/embeddings`` endpoint, through langchain-openai: the routing's
+examples tier and the knowledge's vector search both embed through it.
 
 An :class:`EmbeddingsVectoriser` is what :class:`routing.examples.ExampleIndex` builds with when a profile asks
 for embeddings and ``ROUTER_EMBEDDINGS_BASE_URL`` is set: ``fit`` embeds the examples in batches when the
-router compiles, ``vector`` / ``avector`` embed one message. Rows and vectors are float32 and L2-normalised, so
-the index's dense product is the cosine similarity.
+router compiles, ``vector`` / ``avector`` embed one message. The knowledge (``knowledge.vectors``) embeds a
+document's passages with ``fit`` when it is indexed and a question with ``vector``, through the endpoint of
+``KNOWLEDGE_EMBEDDINGS_*``. Rows and vectors are float32 and L2-normalised, so a dense product is the cosine
+similarity.
 
 Embeddings are kept in one process-wide cache keyed by (endpoint, model, text), bounded in bytes and forgetting
 the least recently used first: recompiling a profile whose examples did not change makes no HTTP call, and a
 message seen before is not embedded again.
 
 A call is made once (no retry) within ``timeout``; any failure — the endpoint down or slow, an error status, an
-answer of the wrong shape — raises :class:`EmbeddingsUnavailable`, and the router goes on to its next tier.
+answer of the wrong shape — raises :class:`EmbeddingsUnavailable`: the router goes on to its next tier, the
+knowledge search ranks by words alone.
 
-No ORM; the settings are read only by :func:`embeddings_configured` and :func:`embeddings_vectoriser`.
+No ORM; the settings are read only by :func:`embeddings_configured` and :func:`embeddings_vectoriser`, for the
+routing's endpoint (``ROUTER_EMBEDDINGS_*``) or the knowledge's (``KNOWLEDGE_EMBEDDINGS_*``).
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ import asyncio
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Hashable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -40,43 +45,64 @@ class EmbeddingsUnavailable(Exception):
     of the wrong shape. The message names the endpoint and the model."""
 
 
-class EmbeddingsCache:
-    """Embeddings by (base URL, model, text); beyond ``max_bytes`` of vectors the least recently used are
-    forgotten. Thread-safe."""
+class HasBytes(Protocol):
+    @property
+    def nbytes(self) -> int: ...
 
-    def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V", bound=HasBytes)
+
+
+class BytesBounded(Generic[K, V]):
+    """Values by key; beyond ``max_bytes`` of values (their ``nbytes``) the least recently used are forgotten, and a
+    value larger than that is not kept. Thread-safe."""
+
+    def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.size_bytes = 0
-        self._vectors: OrderedDict[CacheKey, np.ndarray] = OrderedDict()
+        self._values: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._vectors)
+        return len(self._values)
 
-    def get(self, key: CacheKey) -> np.ndarray | None:
+    def values(self) -> list[V]:
         with self._lock:
-            vector = self._vectors.get(key)
-            if vector is not None:
-                self._vectors.move_to_end(key)
-            return vector
+            return list(self._values.values())
 
-    def put(self, key: CacheKey, vector: np.ndarray) -> None:
-        if vector.nbytes > self.max_bytes:
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            value = self._values.get(key)
+            if value is not None:
+                self._values.move_to_end(key)
+            return value
+
+    def put(self, key: K, value: V) -> None:
+        if value.nbytes > self.max_bytes:
             return
         with self._lock:
-            old = self._vectors.pop(key, None)
+            old = self._values.pop(key, None)
             if old is not None:
                 self.size_bytes -= old.nbytes
-            self._vectors[key] = vector
-            self.size_bytes += vector.nbytes
+            self._values[key] = value
+            self.size_bytes += value.nbytes
             while self.size_bytes > self.max_bytes:
-                _, dropped = self._vectors.popitem(last=False)
+                _, dropped = self._values.popitem(last=False)
                 self.size_bytes -= dropped.nbytes
 
     def clear(self) -> None:
         with self._lock:
-            self._vectors.clear()
+            self._values.clear()
             self.size_bytes = 0
+
+
+class EmbeddingsCache(BytesBounded[CacheKey, np.ndarray]):
+    """Embeddings by (base URL, model, text); beyond ``max_bytes`` of vectors the least recently used are
+    forgotten. Thread-safe."""
+
+    def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
+        super().__init__(max_bytes)
 
 
 CACHE = EmbeddingsCache()
@@ -267,22 +293,28 @@ class EmbeddingsVectoriser:
         return self._row(text, known)
 
 
-def embeddings_configured() -> bool:
-    """An embeddings endpoint is configured (``ROUTER_EMBEDDINGS_BASE_URL`` and ``ROUTER_EMBEDDINGS_MODEL``)."""
+ROUTER = "ROUTER_EMBEDDINGS"  # the examples tier's endpoint
+KNOWLEDGE = "KNOWLEDGE_EMBEDDINGS"  # the knowledge's (platform/settings.py: the router's unless set apart)
+
+
+def embeddings_configured(prefix: str = ROUTER) -> bool:
+    """An embeddings endpoint is configured: ``<prefix>_BASE_URL`` and ``<prefix>_MODEL`` (``prefix``:
+    :data:`ROUTER` or :data:`KNOWLEDGE`)."""
     from django.conf import settings
 
-    return bool(settings.ROUTER_EMBEDDINGS_BASE_URL and settings.ROUTER_EMBEDDINGS_MODEL)
+    return bool(getattr(settings, f"{prefix}_BASE_URL") and getattr(settings, f"{prefix}_MODEL"))
 
 
-def embeddings_vectoriser() -> EmbeddingsVectoriser | None:
-    """The configured endpoint's vectoriser, or ``None`` when there is none (the examples tier stays offline)."""
+def embeddings_vectoriser(prefix: str = ROUTER) -> EmbeddingsVectoriser | None:
+    """The endpoint of ``<prefix>_*``'s vectoriser, or ``None`` when there is none (the examples tier stays offline,
+    the knowledge search ranks by words)."""
     from django.conf import settings
 
-    if not embeddings_configured():
+    if not embeddings_configured(prefix):
         return None
     return EmbeddingsVectoriser(
-        base_url=settings.ROUTER_EMBEDDINGS_BASE_URL,
-        model=settings.ROUTER_EMBEDDINGS_MODEL,
-        api_key=settings.ROUTER_EMBEDDINGS_API_KEY,
-        timeout=float(settings.ROUTER_EMBEDDINGS_TIMEOUT),
+        base_url=getattr(settings, f"{prefix}_BASE_URL"),
+        model=getattr(settings, f"{prefix}_MODEL"),
+        api_key=getattr(settings, f"{prefix}_API_KEY"),
+        timeout=float(getattr(settings, f"{prefix}_TIMEOUT")),
     )
