@@ -28,8 +28,11 @@ def rollout_banner(context: dict[str, Any]) -> dict[str, Any]:
     if user is None or not user.is_staff or not any(user.has_perm(permission) for permission in SHOWN_TO):
         return {"plans": []}
     since = timezone.now() - timedelta(hours=BANNER_HOURS)
-    plans = RolloutPlan.objects.filter(status=RolloutPlanStatus.ROLLED_BACK, finished_at__gte=since).select_related(
-        "profile", "candidate"
+    # Only the columns the banner shows: the three tables' every column cost a millisecond of each admin page.
+    plans = (
+        RolloutPlan.objects.filter(status=RolloutPlanStatus.ROLLED_BACK, finished_at__gte=since)
+        .select_related("profile", "candidate")
+        .only("name", "finished_at", "profile__agent_id", "candidate__number")
     )
     plan_links = any(user.has_perm(permission) for permission in PLAN_PAGE)
     return {"plans": list(plans.order_by("-finished_at")[:5]), "plan_links": plan_links}

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.db import connection
+from django.template import Context, Template
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -234,6 +237,26 @@ def test_every_admin_page_announces_a_plan_that_rolled_itself_back_today(admin_c
     page = admin_client.get(reverse("admin:index")).content.decode()
 
     assert "rollout-banner" in page and "bad invoices" in page and "rolled itself back" in page
+
+
+def test_the_banner_reads_what_it_shows_in_one_query_however_many_plans_rolled_back(rf, admin_user, candidate):
+    for name in ("bad invoices", "bad refunds"):
+        RolloutPlan.objects.create(
+            name=name,
+            profile=candidate.profile,
+            candidate=candidate if name == "bad invoices" else None,
+            status=RolloutPlanStatus.ROLLED_BACK,
+            finished_at=timezone.now(),
+        )
+    request = rf.get("/admin/")
+    request.user = admin_user
+
+    with CaptureQueriesContext(connection) as queries:
+        banner = Template("{% load rollout_banner %}{% rollout_banner %}").render(Context({"request": request}))
+
+    assert len(queries) == 1, [query["sql"] for query in queries]
+    assert "bad invoices" in banner and f"{candidate.profile.agent_id} v{candidate.number}" in banner
+    assert "bad refunds" in banner
 
 
 def test_a_routing_editor_adds_a_plan_and_starts_it(editor_client, editor, candidate):
