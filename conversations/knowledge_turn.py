@@ -42,7 +42,7 @@ from agents.public import (
     relevant_sentences,
 )
 from common.i18n import say
-from knowledge.public import Considered, Retrieved, document_link, knowledge_retrieve
+from knowledge.public import Considered, Retrieved, SynonymsHeld, document_link, knowledge_retrieve
 from routing.public import ProfileSpec, SpecialistSpec, small_talk_read
 
 # In the customer's language (common.i18n.say).
@@ -119,6 +119,7 @@ class KnowledgeTool:
     min_score: float
     question: str
     documents: frozenset[tuple[str, str, str]] | None = None  # the documents its version holds (ProfileSpec's)
+    synonyms: SynonymsHeld | None = None  # the synonyms its version holds (ProfileSpec's)
     considered: list[Considered] = field(default_factory=list)
     given: list[Considered] = field(default_factory=list)
     calls: int = 0
@@ -151,6 +152,7 @@ class KnowledgeTool:
             min_score=self.min_score,
             every_language=False,
             documents=self.documents,
+            synonyms=self.synonyms,
         )
 
     async def _given(self, query: str, *, every_language: bool = True) -> list[Considered]:
@@ -221,7 +223,16 @@ async def knowledge_prepared(
         return None, None
     min_score = profile.knowledge.min_score
     if tools_offered and not specialist.knowledge.with_tools:
-        tool = KnowledgeTool(profile.pk, tenant_pk, language, tags, min_score, text, profile.knowledge_documents)
+        tool = KnowledgeTool(
+            profile.pk,
+            tenant_pk,
+            language,
+            tags,
+            min_score,
+            text,
+            profile.knowledge_documents,
+            profile.knowledge_synonyms,
+        )
         # A request about the customer's own things (their bill, their order) is its tools' to answer: retrieved
         # before the model, it would hand it passages no answer uses, at a search's cost on most of a tools
         # specialist's messages. Its model may still search.
@@ -235,6 +246,7 @@ async def knowledge_prepared(
         tags=tags,
         min_score=min_score,
         documents=profile.knowledge_documents,
+        synonyms=profile.knowledge_synonyms,
     )
     return KnowledgeUse.before(retrieved, text, tools_offered=tools_offered), None
 
@@ -261,6 +273,7 @@ async def knowledge_answers(
         tags=settings.tags,
         min_score=settings.min_score,
         documents=profile.knowledge_documents,
+        synonyms=profile.knowledge_synonyms,
     )
     return any(passage.held >= MIN_WORDS_HELD for passage in retrieved.used)
 

@@ -23,7 +23,7 @@ from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSourc
 from knowledge.reading import KnowledgeReadError, Piece, passages_of, read_file, read_readable
 from knowledge.search import search_config
 from knowledge.versions import document_keys, rows_chosen
-from knowledge.words import word_forms, words_counted
+from knowledge.words import passage_stems, word_forms, words_counted
 
 ERROR_TOO_MANY_DOCUMENTS = "This tenant's knowledge holds {limit} documents already, the most it may."
 ERROR_TOO_MANY_PASSAGES_TENANT = "This document would take this tenant's knowledge past {limit} passages."
@@ -198,8 +198,15 @@ def document_ingest(
         document.full_clean(validate_unique=False, validate_constraints=False)
         document.save()
         document.passages.all().delete()
+        stemmed = connection.vendor == "sqlite"  # PostgreSQL stems in its configurations (_index)
         KnowledgePassage.objects.bulk_create(
-            KnowledgePassage(document=document, position=position, heading=piece.heading, text=piece.text)
+            KnowledgePassage(
+                document=document,
+                position=position,
+                heading=piece.heading,
+                text=piece.text,
+                stems=passage_stems(piece.heading, piece.text) if stemmed else "",
+            )
             for position, piece in enumerate(pieces)
         )
         _index(document)
