@@ -19,8 +19,12 @@ holds a common word:
      index on ``search_vector``, at most :data:`CANDIDATE_LIMIT` of the passages it finds, ranked by ``ts_rank``
      over every word of the question (normalised to rank / (rank + 1)); the best :data:`RERANK` then gain half the
      trigram word similarity of the question to their text.
-   * SQLite: FTS5 (``unicode61``, diacritics removed), each word matched by its first letters (``senha`` finds
-     ``senhas``), ranked by BM25 (the heading counting twice the text), normalised the same way.
+   * SQLite: FTS5 (``unicode61``, diacritics removed), each word matched by its first letters in the heading or the
+     text (``senha`` finds ``senhas``) or by a Snowball stem in the passage's stems (``billing`` finds ``bill``),
+     ranked by BM25 (the heading counting twice the text, the stems nothing), normalised the same way.
+
+The question is read with the synonyms of the sources searched first (:mod:`knowledge.synonym_reading`): a group's
+other terms are searched too.
 
 With few passages (a help centre of a few hundred), every content word is filtered on: step 1 only ever leaves out
 the words a large knowledge holds in thousands of passages.

@@ -12,23 +12,33 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from functools import lru_cache
 
 from agents.public import content_words, held_in, stems_of
 from common.text import normalize
 from knowledge.synonyms import Group
 
+READINGS_KEPT = 1024  # questions whose reading a process keeps (a turn reads its message up to three times)
+TERMS_KEPT = 20_000  # terms whose words and stems a process keeps
 
-def _term_words(term: str) -> list[str]:
+
+@lru_cache(maxsize=TERMS_KEPT)
+def _term_words(term: str) -> tuple[str, ...]:
     """The words of ``term`` the bar compares (:func:`agents.passages.content_words`); a term of short words only
     is read joined ("wi fi": ``wifi``), and none when that is short too."""
     words = content_words(term)
     joined = normalize(term).replace(" ", "")
-    return words or ([joined] if len(joined) >= 4 else [])
+    return tuple(words or ([joined] if len(joined) >= 4 else []))
+
+
+@lru_cache(maxsize=TERMS_KEPT)
+def _term_stems(term: str) -> frozenset[str]:
+    return frozenset(stems_of(term))
 
 
 def _holds(term: str, stems: AbstractSet[str]) -> bool:
     words = _term_words(term)
-    return bool(words) and held_in(words, stems) == len(words)
+    return bool(words) and held_in(list(words), stems) == len(words)
 
 
 @dataclass(frozen=True)
@@ -45,10 +55,16 @@ NOTHING = Reading({}, ())
 
 def question_read(asked: Sequence[str], question: str, groups: Iterable[Group]) -> Reading:
     """The synonyms ``groups`` add to ``question``, whose words the bar counts are ``asked``
-    (:func:`agents.passages.asked_words`)."""
+    (:func:`agents.passages.asked_words`). Kept per question and groups (:data:`READINGS_KEPT`): the turn's search
+    and its relevance bar read the same message."""
     groups = tuple(groups)
     if not groups or not asked:
         return NOTHING
+    return _read(tuple(asked), question, groups)
+
+
+@lru_cache(maxsize=READINGS_KEPT)
+def _read(asked: tuple[str, ...], question: str, groups: tuple[Group, ...]) -> Reading:
     stems = stems_of(question)
     alternatives: dict[str, list[tuple[str, ...]]] = {}
     extra: list[str] = []
@@ -56,10 +72,10 @@ def question_read(asked: Sequence[str], question: str, groups: Iterable[Group]) 
         held = [term for term in group if _holds(term, stems)]
         if not held:
             continue
-        covered = {word for term in held for word in asked if held_in([word], stems_of(term))}
+        covered = {word for term in held for word in asked if held_in([word], _term_stems(term))}
         others = [term for term in group if term not in held]
         for word in covered:
-            alternatives.setdefault(word, []).extend(tuple(_term_words(term)) for term in others)
+            alternatives.setdefault(word, []).extend(_term_words(term) for term in others)
         extra.extend(others)
     return Reading(
         {word: tuple(dict.fromkeys(terms)) for word, terms in alternatives.items()}, tuple(dict.fromkeys(extra))
