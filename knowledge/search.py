@@ -430,9 +430,11 @@ def _postgres(plan: Plan, query: str, scope: Scope, language: str | None, limit:
 
 def _sqlite_term(term: Term) -> str:
     """FTS5's query for a filtered word: its first letters in the heading or the text (``senha`` finds ``senhas``),
-    or one of its Snowball stems in the passage's stems (``billing`` finds ``bill``)."""
+    or one of its Snowball stems in the passage's stems (``billing`` finds ``bill``) — those the first letters do not
+    find already (a stem starting with them is a word's that does: ``pagament`` of ``pagamento``)."""
     prefix = f'{{heading text}} : "{term.prefix}"' + ("*" if len(term.prefix) >= 4 else "")
-    return "(" + " OR ".join([prefix, *(f'stems : "{stem}"' for stem in sorted(term.stems))]) + ")"
+    stems = sorted(stem for stem in term.stems if len(term.prefix) < 4 or not stem.startswith(term.prefix))
+    return "(" + " OR ".join([prefix, *(f'stems : "{stem}"' for stem in stems)]) + ")"
 
 
 def _sqlite(plan: Plan, documents: list[int], limit: int) -> list[Row]:
