@@ -16,6 +16,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
+from agents.stems import word_stems
 from agents.stop_words import STOP_WORDS
 from common.text import fold, normalize
 
@@ -83,6 +84,9 @@ _COMPOUND = re.compile(r"(?<![\w-])(\w+)-(\w+)(?![\w-])")
 # of "Delivery to Iceland?" with an article on delivery times) is a word shared, not an answer.
 MIN_WORDS_HELD = 2
 STEM_CHARS = 5  # words alike when their first letters up to this many are ("senha", "senhas"; "refund", "refunds")
+# ... or when a Snowball stem of theirs is the same (agents.stems: "billing", "bill"; "troco", "troca"), which a text's
+# words hold behind this mark, apart from their first letters.
+STEM_MARK = "~"
 # A name or a code of fewer letters than a content word, which the bar reads though it is short: two or three
 # capitals in a text that is not all capitals ("the LOS light", "ship to the US"), or letters and digits together
 # ("5G", "PS5", "S24", "10h"). Longer ones ("PETR4", "CNPJ") are content words already.
@@ -150,19 +154,26 @@ def asked_words(text: str) -> list[str]:
 
 
 def stems_of(text: str) -> set[str]:
-    """The first letters of ``text``'s words of four letters or more, its hyphenated compounds joined too, and its
-    short names and codes (:func:`marks_of`)."""
+    """The first letters of ``text``'s words of four letters or more, its hyphenated compounds joined too, their
+    Snowball stems (:func:`agents.stems.word_stems`, behind :data:`STEM_MARK`), and its short names and codes
+    (:func:`marks_of`)."""
     joined = (first + second for first, second in _COMPOUND.findall(text))
-    words = [*normalize(text).split(), *(normalize(word) for word in joined)]
-    return {word[:STEM_CHARS] for word in words if len(word) >= 4} | set(marks_of(text))
+    words = {word for word in (*normalize(text).split(), *(normalize(word) for word in joined)) if len(word) >= 4}
+    stems = {STEM_MARK + stem for word in words for stem in word_stems(word)}
+    return {word[:STEM_CHARS] for word in words} | stems | set(marks_of(text))
 
 
 def _found(word: str, stems: AbstractSet[str]) -> bool:
     """``word`` is among ``stems``: the same first :data:`STEM_CHARS` letters ("senha", "senhas"), or for a shorter
-    word, the start of one ("take", "takes"); a name or a code (:func:`marks_of`, under four characters) the same."""
+    word, the start of one ("take", "takes"), or a Snowball stem in common ("billing", "bill"); a name or a code
+    (:func:`marks_of`, under four characters) the same."""
     if len(word) < 4:
         return word in stems
-    return word[:STEM_CHARS] in stems or (len(word) < STEM_CHARS and any(stem.startswith(word) for stem in stems))
+    return (
+        word[:STEM_CHARS] in stems
+        or any(STEM_MARK + stem in stems for stem in word_stems(word))
+        or (len(word) < STEM_CHARS and any(stem.startswith(word) for stem in stems))
+    )
 
 
 def words_held(question: str, text: str) -> tuple[int, int]:

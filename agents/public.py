@@ -114,6 +114,7 @@ from agents.selectors import (
 )
 from agents.services import mcp_server_sync, model_usage_record, prompt_version_create, usage_outside_turns
 from agents.signals import SyncNotes, mcp_server_synced
+from agents.stems import word_stems
 from agents.structured import SchemaTooCostly, schema_errors, schema_problem
 from agents.tool_summary import result_summary
 from agents.usage import (
@@ -251,6 +252,7 @@ __all__ = [
     "validate_tags",
     "validate_team_name",
     "validate_tool_args_schema",
+    "word_stems",
     "words_held",
     "yaml_exported",
     "yaml_keys",

@@ -91,6 +91,7 @@ def profile_document(rng: random.Random, intents: int, keywords: int, *, classif
         "capabilities": {},
         "tools": {},
         "knowledge": {},
+        "knowledge_synonyms": {},
     }
 
 

@@ -42,7 +42,7 @@ from agents.public import (
     relevant_sentences,
 )
 from common.i18n import say
-from knowledge.public import Considered, Retrieved, document_link, knowledge_retrieve
+from knowledge.public import Considered, Retrieved, SynonymsHeld, document_link, knowledge_retrieve
 from routing.public import ProfileSpec, SpecialistSpec, small_talk_read
 
 # In the customer's language (common.i18n.say).
@@ -120,6 +120,7 @@ class KnowledgeTool:
     question: str
     documents: frozenset[tuple[str, str, str]] | None = None  # the documents its version holds (ProfileSpec's)
     vector_bar: float | None = None  # the profile's search uses vectors: their cosine bar
+    synonyms: SynonymsHeld | None = None  # the synonyms its version holds (ProfileSpec's)
     considered: list[Considered] = field(default_factory=list)
     given: list[Considered] = field(default_factory=list)
     calls: int = 0
@@ -153,6 +154,7 @@ class KnowledgeTool:
             every_language=False,
             documents=self.documents,
             vector_bar=self.vector_bar,
+            synonyms=self.synonyms,
         )
 
     async def _given(self, query: str, *, every_language: bool = True) -> list[Considered]:
@@ -225,9 +227,16 @@ async def knowledge_prepared(
     min_score = profile.knowledge.min_score
     if tools_offered and not specialist.knowledge.with_tools:
         tool = KnowledgeTool(
-            profile.pk, tenant_pk, language, tags, min_score, text, profile.knowledge_documents,
-            profile.knowledge.vector_bar,
-        )  # fmt: skip
+            profile.pk,
+            tenant_pk,
+            language,
+            tags,
+            min_score,
+            text,
+            profile.knowledge_documents,
+            vector_bar=profile.knowledge.vector_bar,
+            synonyms=profile.knowledge_synonyms,
+        )
         # A request about the customer's own things (their bill, their order) is its tools' to answer: retrieved
         # before the model, it would hand it passages no answer uses, at a search's cost on most of a tools
         # specialist's messages. Its model may still search.
@@ -242,6 +251,7 @@ async def knowledge_prepared(
         min_score=min_score,
         documents=profile.knowledge_documents,
         vector_bar=profile.knowledge.vector_bar,
+        synonyms=profile.knowledge_synonyms,
     )
     return KnowledgeUse.before(retrieved, text, tools_offered=tools_offered), None
 
@@ -269,6 +279,7 @@ async def knowledge_answers(
         min_score=settings.min_score,
         documents=profile.knowledge_documents,
         vector_bar=settings.vector_bar,
+        synonyms=profile.knowledge_synonyms,
     )
     return any(passage.held >= MIN_WORDS_HELD for passage in retrieved.used)
 

@@ -1,7 +1,7 @@
 """The admin of the profiles' knowledge: a source's page lists its documents (with their passages) and its latest
-uploads (their status, and what each changed), and its upload page takes files or pasted text. Reading takes
-``view_knowledgesource``; every change, upload and delete takes ``knowledge.edit_knowledge`` (the "Routing editors"
-hold both)."""
+uploads (their status, and what each changed), its synonyms (one group a line), and its upload page takes files or
+pasted text. Reading takes ``view_knowledgesource``; every change, upload and delete takes
+``knowledge.edit_knowledge`` (the "Routing editors" hold both)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from knowledge.models import (
 )
 from knowledge.reading import SUFFIXES
 from knowledge.services import IngestReport, document_delete
+from knowledge.synonyms import synonyms_cleaned, synonyms_parsed, synonyms_written
 from knowledge.uploads import uploads_queue
 from knowledge.vectors import document_vectors_state, embed_queue
 
@@ -241,13 +242,39 @@ class KnowledgeDocumentAdmin(admin.ModelAdmin):
         return request.user.has_perm("knowledge.view_knowledgesource") or may_edit(request)
 
 
+class SourceForm(forms.ModelForm):
+    """A source's settings, its synonyms written one group a line (:mod:`knowledge.synonyms`)."""
+
+    synonyms = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 6}),
+        required=False,
+        help_text=(
+            "One group of equivalent terms a line, separated by commas (moda praia, biquíni, maiô): a search reads "
+            "them as one. Part of the profile's versions: customers are served them once the profile is published."
+        ),
+    )
+
+    class Meta:
+        model = KnowledgeSource
+        fields = ("profile", "tenant", "name", "language", "tags", "owner", "enabled", "synonyms")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.is_bound:
+            self.initial["synonyms"] = synonyms_written(self.instance.synonyms or [])
+
+    def clean_synonyms(self) -> list[list[str]]:
+        return synonyms_cleaned(synonyms_parsed(self.cleaned_data.get("synonyms") or ""))
+
+
 @admin.register(KnowledgeSource)
 class KnowledgeSourceAdmin(admin.ModelAdmin):
     list_display = ("name", "profile", "tenant", "language", "enabled", "documents_count", "passages_count")
     list_filter = ("enabled", "language", "profile")
     search_fields = ("name", "profile__agent_id")
     list_select_related = ("profile", "tenant")
-    fields = ("profile", "tenant", "name", "language", "tags", "owner", "enabled")
+    form = SourceForm
+    fields = ("profile", "tenant", "name", "language", "tags", "owner", "enabled", "synonyms")
     inlines = [DocumentInline, UploadInline]
     actions = ["embed_again"]
 

@@ -1,5 +1,6 @@
-"""A profile's knowledge as plain data, for the YAML export, and back: its sources, and each current document with its
-readable text (:func:`knowledge.reading.readable_text`), which an import cuts into the same passages.
+"""A profile's knowledge as plain data, for the YAML export, and back: its sources (their synonyms among their
+settings), and each current document with its readable text (:func:`knowledge.reading.readable_text`), which an import
+cuts into the same passages.
 
 An import writes a source by name (:func:`source_import`: created, or its settings updated) and each document through
 :func:`knowledge.services.document_ingest` (``readable``): created, replaced or unchanged as an upload of it would be,
@@ -14,7 +15,7 @@ from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSourc
 from knowledge.reading import Piece, readable_text
 
 CREATED, UPDATED, UNCHANGED = "created", "updated", "unchanged"
-SOURCE_FIELDS = ("language", "tags", "owner", "tenant", "enabled")
+SOURCE_FIELDS = ("language", "tags", "owner", "tenant", "enabled", "synonyms")
 
 
 def knowledge_exported(profile_pk: int) -> list[dict[str, Any]]:
@@ -50,6 +51,8 @@ def knowledge_exported(profile_pk: int) -> list[dict[str, Any]]:
         if source.tenant is not None:
             entry["tenant"] = source.tenant.slug
         entry["enabled"] = source.enabled
+        if source.synonyms:
+            entry["synonyms"] = [list(group) for group in source.synonyms]
         entry["documents"] = by_source.get(source.pk, [])
         out.append(entry)
     return out

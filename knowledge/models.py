@@ -13,12 +13,17 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchVectorField
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from agents.models import validate_language
 from agents.public import validate_tags  # the tags' form, shared with the knowledge settings
+from knowledge.synonyms import synonyms_cleaned, terms_count, validate_synonyms
 
 EDIT_PERMISSION = "knowledge.edit_knowledge"
+ERROR_TOO_MANY_SYNONYMS = (
+    "This tenant's knowledge sources may hold at most {limit} synonyms (the shared ones count together)."
+)
 
 
 class KnowledgeSource(models.Model):
@@ -52,6 +57,12 @@ class KnowledgeSource(models.Model):
         help_text="Who keeps these documents up to date.",
     )
     enabled = models.BooleanField(default=True, help_text="Off: searches skip its documents.")
+    synonyms = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_synonyms],
+        help_text="Groups of equivalent terms a search reads as one (knowledge.synonyms), e.g. moda praia, biquíni.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -62,6 +73,24 @@ class KnowledgeSource(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.profile.agent_id})"
+
+    def clean(self) -> None:
+        """Its synonyms stored cleaned (:func:`knowledge.synonyms.synonyms_cleaned`), and within its tenant's bound
+        (``KNOWLEDGE_MAX_SYNONYM_TERMS``: the shared sources count together, as for documents)."""
+        super().clean()
+        try:
+            self.synonyms = synonyms_cleaned(self.synonyms)
+        except ValidationError:
+            return  # said by the field's validator
+        if not self.synonyms:
+            return
+        others = KnowledgeSource.objects.filter(
+            models.Q(tenant__isnull=True) if self.tenant_id is None else models.Q(tenant_id=self.tenant_id)
+        ).exclude(pk=self.pk)
+        held = sum(terms_count(groups or ()) for groups in others.values_list("synonyms", flat=True))
+        if held + terms_count(self.synonyms) > settings.KNOWLEDGE_MAX_SYNONYM_TERMS:
+            limit = settings.KNOWLEDGE_MAX_SYNONYM_TERMS
+            raise ValidationError({"synonyms": ERROR_TOO_MANY_SYNONYMS.format(limit=limit)})
 
 
 class DocumentKind(models.TextChoices):
@@ -131,6 +160,9 @@ class KnowledgePassage(models.Model):
     search_vector = SearchVectorField(null=True, blank=True)
     # Its heading and text embedded by the model its document names (float32 bytes, L2-normalised); NULL when not.
     embedding = models.BinaryField(null=True, blank=True, editable=False)
+    # SQLite: the Snowball stems of its words (knowledge.words.passage_stems), which its FTS5 table indexes beside
+    # heading and text; empty on PostgreSQL, whose configurations stem.
+    stems = models.TextField(blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["document", "position"]

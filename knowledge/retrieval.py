@@ -14,9 +14,11 @@ from functools import lru_cache
 
 from django.urls import reverse
 
-from agents.public import MIN_WORDS_HELD, asked_words, held_in, stems_of
+from agents.public import MIN_WORDS_HELD, asked_words, stems_of
 from knowledge.models import KnowledgeDocument
-from knowledge.search import Hit, knowledge_search
+from knowledge.search import Hit, knowledge_search, synonym_groups
+from knowledge.synonym_reading import NOTHING, Reading, question_read, words_held_with
+from knowledge.synonyms import Held
 from knowledge.versions import Key
 
 RETRIEVE_LIMIT = 5  # passages considered per question
@@ -73,11 +75,11 @@ def _passage_words(heading: str, text: str) -> frozenset[str]:
     return frozenset(stems_of(f"{heading}\n{text}"))
 
 
-def _considered(hits: Iterable[Hit], query: str) -> list[Considered]:
+def _considered(hits: Iterable[Hit], query: str, reading: Reading = NOTHING) -> list[Considered]:
     asked = asked_words(query)  # the question's words, read once for the passages found
     out = []
     for hit in hits:
-        held = held_in(asked, _passage_words(hit.heading, hit.text)) if asked else 0
+        held = words_held_with(asked, _passage_words(hit.heading, hit.text), reading) if asked else 0
         out.append(Considered(hit, round(held / len(asked), 6) if asked else 0.0, held, len(asked)))
     return out
 
@@ -103,14 +105,18 @@ def knowledge_retrieve(
     every_language: bool = True,
     documents: frozenset[Key] | None = None,
     vector_bar: float | None = None,
+    synonyms: Held | None = None,
 ) -> Retrieved:
     """The ``limit`` best passages of the profile's knowledge for ``query`` as ``tenant_pk`` may read it (the shared
     sources and its own), keeping to ``tags`` when given: those in ``language`` (every language when it is empty),
     and when none of them reaches ``min_score`` and ``every_language`` is on, the ``limit`` best of every language
     after them; when the best of them at the bar holds fewer than all the question's words, those of every language
     holding more of it than that one. ``documents``: the documents the version searched holds
-    (:func:`knowledge.versions.document_keys`; ``None``: the current ones). ``vector_bar``: the profile's search
-    uses vectors too (:mod:`knowledge.vectors`), and this is the cosine bar of a passage only they found."""
+    (:func:`knowledge.versions.document_keys`; ``None``: the current ones); ``synonyms``: the synonyms it holds
+    (:func:`knowledge.synonyms.document_synonyms`; ``None``: the current ones), with which the search reads the
+    question and the bar counts a word held by another term of its group (:mod:`knowledge.synonym_reading`).
+    ``vector_bar``: the profile's search uses vectors too (:mod:`knowledge.vectors`), and this is the cosine bar of
+    a passage only they found."""
     tags = tuple(tags)
     vectors = vector_bar is not None
     found = knowledge_search(
@@ -122,8 +128,11 @@ def knowledge_retrieve(
         limit=limit,
         documents=documents,
         vectors=vectors,
+        synonyms=synonyms,
     )
-    considered = _considered(found, query)
+    groups = synonym_groups(profile=profile_pk, tenant=tenant_pk, documents=documents, synonyms=synonyms)
+    reading = question_read(asked_words(query), query, groups)
+    considered = _considered(found, query, reading)
     reached = [passage.relevance for passage in considered if passage.reaches(min_score, vector_bar)]
     best = max(reached, default=None)
     if every_language and language and (best is None or best < 1):
@@ -136,8 +145,9 @@ def knowledge_retrieve(
             limit=limit,
             documents=documents,
             vectors=vectors,
+            synonyms=synonyms,
         )
-        more = _considered((hit for hit in others if hit.passage_id not in seen), query)
+        more = _considered((hit for hit in others if hit.passage_id not in seen), query, reading)
         # Beside passages of the conversation's language at the bar, another language's only when it holds more of
         # the question: a customer asks in their language about what the business wrote in one other.
         considered += more if best is None else [passage for passage in more if passage.relevance > best]

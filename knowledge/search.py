@@ -19,8 +19,12 @@ holds a common word:
      index on ``search_vector``, at most :data:`CANDIDATE_LIMIT` of the passages it finds, ranked by ``ts_rank``
      over every word of the question (normalised to rank / (rank + 1)); the best :data:`RERANK` then gain half the
      trigram word similarity of the question to their text.
-   * SQLite: FTS5 (``unicode61``, diacritics removed), each word matched by its first letters (``senha`` finds
-     ``senhas``), ranked by BM25 (the heading counting twice the text), normalised the same way.
+   * SQLite: FTS5 (``unicode61``, diacritics removed), each word matched by its first letters in the heading or the
+     text (``senha`` finds ``senhas``) or by a Snowball stem in the passage's stems (``billing`` finds ``bill``),
+     ranked by BM25 (the heading counting twice the text, the stems nothing), normalised the same way.
+
+The question is read with the synonyms of the sources searched first (:mod:`knowledge.synonym_reading`): a group's
+other terms are searched too.
 
 With few passages (a help centre of a few hundred), every content word is filtered on: step 1 only ever leaves out
 the words a large knowledge holds in thousands of passages.
@@ -30,17 +34,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Count, Exists, Q, Sum
 
-from agents.public import STEM_CHARS, content_words
+from agents.public import STEM_CHARS, asked_words, content_words, word_stems
 from common.config_version import config_version, local_generation
 from common.text import fold
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
+from knowledge.synonym_reading import expanded, question_read
+from knowledge.synonyms import Group, Held, groups_of
 from knowledge.vectors import LEXICAL, VECTORS, Stamp, fused, nearest
 from knowledge.versions import Key, rows_chosen
 
@@ -60,6 +66,7 @@ LARGE_SCOPE = 4 * CANDIDATE_BUDGET
 # same ones every time): ranking each costs reading its toasted tsvector, and a common word brought 14,000 (100 ms).
 CANDIDATE_LIMIT = CANDIDATE_BUDGET
 FUSION_DEPTH = 20  # with vectors: how deep each ranking goes before they are fused
+STEMS_WEIGHT = 0.0  # SQLite: BM25's weight of a stem matched, beside the heading's 2 and the text's 1
 RERANK = 20  # PostgreSQL: the best passages by full text that the trigram similarity re-ranks
 TRIGRAM_WEIGHT = 0.5  # a misspelt word's match counts, but less than the words themselves
 TYPO_MIN_CHARS = 4  # shorter unknown words are left as they are: too many words are near them
@@ -118,6 +125,11 @@ class Term:
     def prefix(self) -> str:
         return self.folded[:STEM_CHARS]
 
+    @property
+    def stems(self) -> frozenset[str]:
+        """Its Snowball stems (:func:`agents.stems.word_stems`): SQLite matches them in the passages' stems."""
+        return word_stems(self.folded)
+
     def brings(self, configs: Iterable[str] | None) -> int:
         """The passages a filter on this word brings: on PostgreSQL (``configs`` given), those of its lexemes in
         ``configs`` (each counted once); on SQLite, those of its first letters."""
@@ -151,6 +163,12 @@ class Scope:
     passages: int
     tenants_kept: bool = True  # a tenant of the profile has a source of its own: each tenant's scope is its own
     stamps: tuple[Stamp, ...] = ()  # each document's pk, SHA-256 and embeddings model, for the vectors' matrix
+    synonyms: Mapping[str, Any] = field(default_factory=dict)  # the current synonyms of its sources, by name
+
+    def groups(self, synonyms: Held | None) -> tuple[Group, ...]:
+        """The synonym groups of its sources: ``synonyms``' (a version's, by source name), else the current ones."""
+        names = {source_name for _, _, source_name, _ in self.about.values()}
+        return groups_of(self.synonyms if synonyms is None else dict(synonyms), names)
 
 
 class PerVersion:
@@ -221,7 +239,7 @@ def _scope(
     tenants_kept = KnowledgeSource.objects.filter(profile=profile, enabled=True, tenant__isnull=False)
     fields = (
         "pk", "source_id", "title", "file_name", "source__name", "language", "tags", "source__tags", "held",
-        "tenants_kept", "content_hash", "replaced_at", "embedding_model",
+        "tenants_kept", "content_hash", "replaced_at", "embedding_model", "source__synonyms",
     )  # fmt: skip
     read = list(
         rows.annotate(held=Count("passages"), tenants_kept=Exists(tenants_kept)).values_list(*fields).order_by()
@@ -239,6 +257,7 @@ def _scope(
         sum(row[8] for row in kept_rows),
         tenants_kept=any(row[9] for row in read),
         stamps=tuple((row[0], row[10], row[12]) for row in kept_rows),
+        synonyms={row[4]: row[13] for row in kept_rows if row[13]},
     )
     SCOPES.put(version, key, found)
     if read and not found.tenants_kept:  # what every tenant of the profile reads
@@ -274,15 +293,25 @@ def _terms(query: str, sources: list[int], version: object) -> list[Term]:
 
 
 def _words_sqlite(words: list[str], sources: list[int]) -> dict[str, Counted]:
-    """SQLite: the passages holding a word that starts as each of ``words`` does (FTS5 matches by those letters, and
-    the ranking reads no spelling), on the (source, stem) index."""
+    """SQLite: the passages holding a word that starts as each of ``words`` does or shares a Snowball stem with it
+    (FTS5 matches by those letters and those stems, and the ranking reads no spelling), on the (source, stem) index:
+    the sources' words starting with the word's first letters or a stem's, the stems compared here."""
     starts = Q()
-    for prefix in {word[:STEM_CHARS] for word in words}:  # a range, not LIKE: the index serves it
+    prefixes = {start[:STEM_CHARS] for word in words for start in (word, *word_stems(word))}
+    for prefix in prefixes:  # a range, not LIKE: the index serves it
         starts |= Q(stem__gte=prefix, stem__lt=prefix + "\uffff")
-    rows = KnowledgeWord.objects.filter(starts, source_id__in=sources).values_list("stem").annotate(Sum("passages"))
-    held = list(rows.order_by())
+    rows = KnowledgeWord.objects.filter(starts, source_id__in=sources).values_list("stem", "folded")
+    held = list(rows.annotate(Sum("passages")).order_by())
     return {
-        word: (sum(total for stem, total in held if stem.startswith(word[:STEM_CHARS])), frozenset(), ())
+        word: (
+            sum(
+                total
+                for stem, folded, total in held
+                if stem.startswith(word[:STEM_CHARS]) or not word_stems(word).isdisjoint(word_stems(folded))
+            ),
+            frozenset(),
+            (),
+        )
         for word in words
     }
 
@@ -355,7 +384,9 @@ def _plan(terms: list[Term], typed: list[str], configs: list[str] | None) -> Pla
     """Rarest first, the words whose passages (:meth:`Term.brings`) add up to at most :data:`CANDIDATE_BUDGET`;
     when the rarest alone brings more, the two rarest together."""
     brings = {term.folded: term.brings(configs) for term in terms}
-    known = sorted((term for term in terms if term.passages), key=lambda term: (brings[term.folded], term.folded))
+    # A word is known by its first letters, or (PostgreSQL) by a lexeme it stems to: "billing" brings "bill"'s.
+    held = (term for term in terms if term.passages or brings[term.folded])
+    known = sorted(held, key=lambda term: (brings[term.folded], term.folded))
     ranked = list(dict.fromkeys([*typed, *(form for term in terms for form in term.forms)]))
     if len(known) > 1 and brings[known[0].folded] > CANDIDATE_BUDGET:
         return Plan(known[:2], True, ranked)
@@ -404,12 +435,22 @@ def _postgres(plan: Plan, query: str, scope: Scope, language: str | None, limit:
         return [(pk, float(score), *rest) for pk, score, *rest in cursor.fetchall()]
 
 
+def _sqlite_term(term: Term) -> str:
+    """FTS5's query for a filtered word: its first letters in the heading or the text (``senha`` finds ``senhas``),
+    or one of its Snowball stems in the passage's stems (``billing`` finds ``bill``) — those the first letters do not
+    find already (a stem starting with them is a word's that does: ``pagament`` of ``pagamento``)."""
+    prefix = f'{{heading text}} : "{term.prefix}"' + ("*" if len(term.prefix) >= 4 else "")
+    stems = sorted(stem for stem in term.stems if len(term.prefix) < 4 or not stem.startswith(term.prefix))
+    return "(" + " OR ".join([prefix, *(f'stems : "{stem}"' for stem in stems)]) + ")"
+
+
 def _sqlite(plan: Plan, documents: list[int], limit: int) -> list[Row]:
     joiner = " AND " if plan.both else " OR "
-    match = joiner.join(f'"{term.prefix}"' + ("*" if len(term.prefix) >= 4 else "") for term in plan.filtered)
+    match = joiner.join(_sqlite_term(term) for term in plan.filtered)
     marks = ", ".join("%s" for _ in documents)
     sql = (
-        f"SELECT p.id, -bm25({FTS_TABLE}, 2.0, 1.0) AS relevance, p.document_id, p.heading, p.position, p.text "  # noqa: S608
+        f"SELECT p.id, -bm25({FTS_TABLE}, 2.0, 1.0, {STEMS_WEIGHT}) AS relevance, "  # noqa: S608
+        "p.document_id, p.heading, p.position, p.text "
         f"FROM {FTS_TABLE} "
         f"JOIN {PASSAGE_TABLE} p ON p.id = {FTS_TABLE}.rowid "
         f"WHERE {FTS_TABLE} MATCH %s AND p.document_id IN ({marks}) ORDER BY relevance DESC, p.id LIMIT %s"
@@ -417,6 +458,15 @@ def _sqlite(plan: Plan, documents: list[int], limit: int) -> list[Row]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [match, *documents, limit])
         return [(pk, relevance / (relevance + 1), *rest) for pk, relevance, *rest in cursor.fetchall()]
+
+
+def synonym_groups(
+    *, profile: Any, tenant: Any = None, documents: frozenset[Key] | None = None, synonyms: Held | None = None
+) -> tuple[Group, ...]:
+    """The synonym groups a search of ``profile``'s knowledge for ``tenant`` reads (those of the sources it may
+    read, in any language: ``synonyms``, a version's, else the current ones), which the relevance bar counts with."""
+    scope = _scope(profile=profile, tenant=tenant, language=None, tags=(), version=_version(), documents=documents)
+    return scope.groups(synonyms)
 
 
 def search_plan(*, query: str, sources: list[int], language: str | None = None) -> Plan:
@@ -436,11 +486,14 @@ def knowledge_search(
     limit: int = 5,
     documents: frozenset[Key] | None = None,
     vectors: bool = False,
+    synonyms: Held | None = None,
 ) -> list[Hit]:
     """The ``limit`` passages (at most :data:`MAX_LIMIT`) of ``profile``'s enabled knowledge that best match
     ``query``, best first, read for ``tenant`` (its sources and the shared ones; ``None``: the shared ones only),
     filtered by the documents' ``language`` and by ``tags`` (any of them, the document's or its source's), of the
-    documents a version holds (``documents``, its knowledge's keys; ``None``: the current ones). A query
+    documents a version holds (``documents``, its knowledge's keys; ``None``: the current ones), the question read
+    with the synonyms of the sources searched (``synonyms``, a version's by source name; ``None``: the current ones;
+    :mod:`knowledge.synonym_reading`: a group's other terms are looked for too). A query
     with no word, or none the searched documents hold (nor, on PostgreSQL, one near), finds nothing. Three queries
     at most on either engine, whatever the size of the knowledge: the documents searched and the words' counts,
     each kept per configuration version (:class:`PerVersion`), and the ranking, which returns the passages' rows
@@ -457,7 +510,8 @@ def knowledge_search(
         return []
     depth = max(limit, FUSION_DEPTH) if vectors else limit
     configs = search_configs(language) if connection.vendor == "postgresql" else None
-    plan = _plan(_terms(query, scope.sources, version), _words(query), configs)
+    searched = expanded(query, question_read(asked_words(query), query, scope.groups(synonyms)))
+    plan = _plan(_terms(searched, scope.sources, version), _words(searched), configs)
     ranked: list[Row] = []
     if plan.filtered and connection.vendor == "postgresql":
         ranked = _postgres(plan, query[:1000], scope, language, depth)

@@ -25,7 +25,7 @@ from knowledge.reading import KnowledgeReadError, Piece, passages_of, read_file,
 from knowledge.search import search_config
 from knowledge.vectors import document_embed, vectors_wanted
 from knowledge.versions import document_keys, rows_chosen
-from knowledge.words import word_forms, words_counted
+from knowledge.words import passage_stems, word_forms, words_counted
 
 ERROR_TOO_MANY_DOCUMENTS = "This tenant's knowledge holds {limit} documents already, the most it may."
 ERROR_TOO_MANY_PASSAGES_TENANT = "This document would take this tenant's knowledge past {limit} passages."
@@ -202,8 +202,15 @@ def document_ingest(
         document.full_clean(validate_unique=False, validate_constraints=False)
         document.save()
         document.passages.all().delete()
+        stemmed = connection.vendor == "sqlite"  # PostgreSQL stems in its configurations (_index)
         KnowledgePassage.objects.bulk_create(
-            KnowledgePassage(document=document, position=position, heading=piece.heading, text=piece.text)
+            KnowledgePassage(
+                document=document,
+                position=position,
+                heading=piece.heading,
+                text=piece.text,
+                stems=passage_stems(piece.heading, piece.text) if stemmed else "",
+            )
             for position, piece in enumerate(pieces)
         )
         _index(document)

@@ -40,6 +40,27 @@ def knowledge_documents(profile_pks: Iterable[int] | None = None) -> dict[int, d
     return out
 
 
+def knowledge_held(
+    profile_pks: Iterable[int] | None = None,
+) -> tuple[dict[int, dict[str, dict[str, str]]], dict[int, dict[str, list[list[str]]]]]:
+    """What each profile's document holds of its knowledge (every profile's, or those of ``profile_pks``), by profile
+    pk: its current documents (as :func:`knowledge_documents`) and the synonyms of the sources holding them
+    (``knowledge_synonyms``: groups by source name, sources with none left out; a source with no document is searched
+    by none), in one query."""
+    rows = KnowledgeDocument.objects.filter(replaced_at__isnull=True)
+    if profile_pks is not None:
+        rows = rows.filter(source__profile_id__in=list(profile_pks))
+    documents: dict[int, dict[str, dict[str, str]]] = {}
+    synonyms: dict[int, dict[str, list[list[str]]]] = {}
+    for profile_id, source, file_name, content_hash, groups in rows.values_list(
+        "source__profile_id", "source__name", "file_name", "content_hash", "source__synonyms"
+    ).order_by("source__name", "file_name"):
+        documents.setdefault(profile_id, {}).setdefault(source, {})[file_name] = content_hash
+        if groups:
+            synonyms.setdefault(profile_id, {})[source] = [list(group) for group in groups]
+    return documents, synonyms
+
+
 def document_keys(knowledge: Any) -> frozenset[Key] | None:
     """The keys of a document's knowledge (``None`` when it holds none: read the current documents)."""
     if not isinstance(knowledge, Mapping):

@@ -2,7 +2,8 @@
 
 A word is a run of letters (digits and underscores split words, as PostgreSQL's parser and FTS5's ``unicode61``
 split them) of at most :data:`MAX_WORD_CHARS`, in lower case; its folded form drops accents too, and its stem is the
-folded form's first :data:`agents.passages.STEM_CHARS` letters, the unit the relevance bar compares words by.
+folded form's first :data:`agents.passages.STEM_CHARS` letters, the unit the relevance bar compares words by, beside
+their Snowball stems (:func:`agents.stems.word_stems`), which SQLite's full-text table indexes (:func:`passage_stems`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from agents.public import STEM_CHARS, content_words
+from agents.public import STEM_CHARS, content_words, word_stems
 from common.text import fold
 
 MAX_WORD_CHARS = 64
@@ -28,6 +29,14 @@ def word_forms(word: str) -> tuple[str, str, str]:
 def passage_words(text: str) -> set[str]:
     """The distinct words of ``text``, in lower case, none longer than :data:`MAX_WORD_CHARS`."""
     return {word for word in _LETTERS.findall(text.casefold()) if len(word) <= MAX_WORD_CHARS}
+
+
+def passage_stems(heading: str, text: str) -> str:
+    """The Snowball stems of the words of four letters or more of a passage (``heading`` and ``text``), folded, each
+    once, space-separated: what SQLite's full-text table indexes beside them, and a search of a word matches by its
+    own stems (the words the relevance bar counts are as long)."""
+    words = {fold(word) for word in passage_words(f"{heading}\n{text}") if len(word) >= 4}
+    return " ".join(sorted({stem for word in words for stem in word_stems(word)}))
 
 
 def words_counted(passages: Iterable[tuple[str, str]]) -> Counter[str]:

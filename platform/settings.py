@@ -315,6 +315,7 @@ KNOWLEDGE_MAX_FILE_BYTES = env.integer("KNOWLEDGE_MAX_FILE_BYTES", 10_000_000)
 KNOWLEDGE_MAX_PDF_PAGES = env.integer("KNOWLEDGE_MAX_PDF_PAGES", 500)
 KNOWLEDGE_MAX_DOCUMENTS = env.integer("KNOWLEDGE_MAX_DOCUMENTS", 2_000)
 KNOWLEDGE_MAX_PASSAGES = env.integer("KNOWLEDGE_MAX_PASSAGES", 200_000)
+KNOWLEDGE_MAX_SYNONYM_TERMS = env.integer("KNOWLEDGE_MAX_SYNONYM_TERMS", 5_000)
 # An uploaded file of at least this many bytes is read by a Celery worker where a broker is configured (REDIS_URL);
 # a smaller one, and every one without a broker, in the request (knowledge/uploads.py).
 KNOWLEDGE_QUEUE_FROM_BYTES = env.integer("KNOWLEDGE_QUEUE_FROM_BYTES", 262_144)

@@ -75,6 +75,7 @@ NAMES = {
     "entities_schema": "entities",
     "out_of_scope_examples": "out-of-scope example",
     "knowledge": "knowledge source",
+    "knowledge_synonyms": "knowledge synonyms",
 }
 
 

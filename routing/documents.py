@@ -25,7 +25,7 @@ from agents.public import (
     served_before,
 )
 from common.translations import translations_cleaned
-from knowledge.public import document_keys, knowledge_documents
+from knowledge.public import document_keys, document_synonyms, knowledge_held
 from routing.background import background_of
 from routing.examples import OFFLINE_SCORE, ExampleIndex, examples_compile
 from routing.goals.planner import GOAL_MODE, CapabilitySpec, GoalCatalogue, GoalSpec, goal_examples, goal_label
@@ -189,7 +189,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
     goals, capabilities = _domains_read(served)
     every_server = sorted(set(goals) | set(capabilities))
     tools = _tools_read()
-    knowledge = knowledge_documents(None if agent_ids is None else [row["pk"] for row in rows])
+    knowledge, synonyms = knowledge_held(None if agent_ids is None else [row["pk"] for row in rows])
 
     documents: dict[str, dict[str, Any]] = {}
     for row in sorted(rows, key=lambda row: row["agent_id"]):
@@ -223,6 +223,7 @@ def profile_documents(agent_ids: Iterable[str] | None = None) -> dict[str, dict[
                 "capabilities": document_capabilities,
                 "tools": {name: tools[name] for name in sorted(used) if name in tools},
                 "knowledge": knowledge.get(pk, {}),
+                "knowledge_synonyms": synonyms.get(pk, {}),
             }
         )
     return documents
@@ -656,6 +657,7 @@ def profile_compile(
         escalation=EscalationSettings.from_json(profile["escalation"]),
         knowledge=KnowledgeSettings.from_json(profile["knowledge"]),
         knowledge_documents=knowledge_documents,
+        knowledge_synonyms=document_synonyms(document.get("knowledge_synonyms")),  # None: as for its documents
     )
 
 

@@ -191,6 +191,9 @@ class ProfileSpec:
     # ones it was published with, the draft the current ones); None, a version published before documents were
     # versioned: the current ones (knowledge.versions).
     knowledge_documents: frozenset[tuple[str, str, str]] | None = None
+    # The synonyms of its knowledge's sources, by source name, as its document holds them (knowledge.synonyms; None:
+    # a version published before synonyms were versioned: the current ones).
+    knowledge_synonyms: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] | None = None
 
     def authorised(self, tool: ToolSpec) -> ToolSpec:
         """``tool`` with this profile's ``needs_permission`` and ``enabled`` where its document names the tool."""

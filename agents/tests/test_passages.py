@@ -128,3 +128,9 @@ def test_a_question_that_names_none_of_the_customers_own_things_is_told_from_one
         "",
     ):
         assert not question_in_general(text), text
+
+
+def test_a_word_is_held_by_a_text_holding_another_of_its_snowball_stem_billing_bill_troco_troca():
+    assert words_held("paperless billing please", "Your bill arrives by post.") == (1, 3)
+    assert words_held("como troco de plano?", "A troca de plano é feita no aplicativo.") == (2, 2)
+    assert words_held("is there a bonus?", "The bones of it.") == (0, 1)

@@ -47,6 +47,7 @@ SPEC_NOT_SETTINGS = {
     "tool_rights": "the document's tools",
     "backends": "the profile's remote backends (not versioned)",
     "knowledge_documents": "the knowledge documents the document holds (a version's: those it was published with)",
+    "knowledge_synonyms": "the sources' synonyms the document holds (a version's: those it was published with)",
 }
 
 

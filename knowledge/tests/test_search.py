@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
+from django.apps import apps
 from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -16,6 +18,7 @@ from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSourc
 from knowledge.search import knowledge_search
 from knowledge.services import document_delete, document_ingest
 from knowledge.tests.conftest import HELP_EN, HELP_ES, HELP_PT
+from knowledge.words import passage_stems
 from tests.factories import AgentProfileFactory, TenantFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
@@ -305,3 +308,36 @@ def test_on_postgresql_ranking_reads_each_passages_tsvector_from_its_row_not_fro
     read = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
     scanned = sum(child["Shared Hit Blocks"] + child["Shared Read Blocks"] for child in plan["Plans"])
     assert read == scanned
+
+
+def test_a_word_is_found_by_its_snowball_stem_billing_by_bill_and_troco_by_troca(profile):
+    source = KnowledgeSource.objects.create(profile=profile, name="Stems", language="en")
+    document_ingest(source=source, file_name="bill.md", data=b"# Help\n\n## Letters\n\nYour bill arrives by post.\n")
+    document_ingest(
+        source=source,
+        file_name="troca.md",
+        data="# Ajuda\n\n## Plano\n\nA troca de plano é feita no aplicativo.\n".encode(),
+        language="pt",
+    )
+
+    assert headings(knowledge_search(profile=profile, query="paperless billing", language="en")) == ["Help › Letters"]
+    assert headings(knowledge_search(profile=profile, query="como troco?", language="pt")) == ["Ajuda › Plano"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_writes_the_stems_of_the_passages_stored_before_it_and_indexes_them(profile):
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL's tsvector is stemmed by its configurations: the migration adds the column only")
+    migration = importlib.import_module("knowledge.migrations.0010_passage_stems")
+    source = KnowledgeSource.objects.create(profile=profile, name="Stems", language="en")
+    document_ingest(source=source, file_name="bill.md", data=b"# Help\n\n## Letters\n\nYour bill arrives by post.\n")
+    KnowledgePassage.objects.update(stems="")  # as a passage stored before the migration holds them
+
+    assert knowledge_search(profile=profile, query="paperless billing") == []
+    with connection.schema_editor() as editor:
+        migration.fts_drop(apps, editor)
+        migration.stems_fill(apps, editor)
+
+    passage = KnowledgePassage.objects.get()
+    assert passage.stems == passage_stems(passage.heading, passage.text) and "bill" in passage.stems.split()
+    assert headings(knowledge_search(profile=profile, query="paperless billing")) == ["Help › Letters"]

@@ -170,3 +170,34 @@ def test_an_import_by_a_user_who_may_not_edit_knowledge_is_refused_and_one_who_m
     router.user_permissions.add(Permission.objects.get(codename="edit_knowledge"))
     run_import(path, user="router")
     assert "ten working days" in str(passages()[("Help centre", "help.md")])
+
+
+def test_a_sources_synonyms_go_through_the_export_and_an_import_and_only_a_knowledge_editor_changes_them(
+    knowledge, tmp_path, django_user_model
+):
+    shared = KnowledgeSource.objects.get(name="Help centre")
+    shared.synonyms = [["refund", "money back", "reimbursement"], ["password", "passcode"]]
+    shared.save()
+    files = export(tmp_path)
+    exported = yaml.safe_load((tmp_path / "knowledge.telecom_contas.yaml").read_text(encoding="utf-8"))
+    (help_centre,) = [source for source in exported["knowledge_sources"] if source["name"] == "Help centre"]
+
+    KnowledgeSource.objects.all().delete()
+    empty_the_configuration()
+    run_import(*files)
+
+    assert help_centre["synonyms"] == [["refund", "money back", "reimbursement"], ["password", "passcode"]]
+    assert KnowledgeSource.objects.get(name="Help centre").synonyms == help_centre["synonyms"]
+    assert KnowledgeSource.objects.get(name="Acme").synonyms == []
+    path = tmp_path / "knowledge.telecom_contas.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("passcode", "PIN code"), "utf-8")
+    router = django_user_model.objects.create_user("router", "router@example.com", "router-password", is_staff=True)
+    router.user_permissions.add(Permission.objects.get(codename="change_intent", content_type__app_label="routing"))
+
+    message = refused(path, user="router")
+
+    assert "knowledge.edit_knowledge" in message
+    assert KnowledgeSource.objects.get(name="Help centre").synonyms[1] == ["password", "passcode"]
+    router.user_permissions.add(Permission.objects.get(codename="edit_knowledge"))
+    run_import(path, user="router")
+    assert KnowledgeSource.objects.get(name="Help centre").synonyms[1] == ["password", "PIN code"]

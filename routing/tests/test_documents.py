@@ -182,6 +182,7 @@ def test_a_profile_compiles_to_its_enabled_parts_with_usable_tools_only(mixed):
             "consultar_entrega": ToolRights(needs_permission=False, enabled=False),
         },
         knowledge_documents=frozenset(),  # its draft holds no documents
+        knowledge_synonyms=(),  # nor synonyms
     )
 
     assert_same_profile(specs["telecom_contas"], expected)
@@ -231,6 +232,7 @@ def test_a_document_holds_disabled_things_with_their_enabled_flag_and_the_tools_
         "capabilities",
         "tools",
         "knowledge",
+        "knowledge_synonyms",
     }
     assert document["schema"] == 1
     assert document["profile"]["coordinator"] == "legacy_agent" and document["profile"]["enabled"]

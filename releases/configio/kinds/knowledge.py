@@ -4,8 +4,8 @@ documents, each with its readable text (what ``export_config`` writes: :func:`kn
 A source is named in its profile (its ``agent_id:``, else ``--profile``); an import creates it or updates the settings
 the file gives, and creates or replaces each document by file name, as an upload of it would (the same bounds per
 tenant, the same "unchanged" for a document that cuts into the same passages). A source's owner is a username, its
-tenant a tenant's slug (left out: shared by every tenant). Writing a source or a document takes the
-``knowledge.edit_knowledge`` permission.
+tenant a tenant's slug (left out: shared by every tenant), its ``synonyms`` a list of groups of terms. Writing a source
+or a document takes the ``knowledge.edit_knowledge`` permission.
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ from django.core.exceptions import ValidationError
 from agents.models import AgentProfile
 from common.language import LANGUAGES
 from knowledge.models import EDIT_PERMISSION, validate_tags
-from knowledge.public import SOURCE_FIELDS, UNCHANGED, KnowledgeReadError, document_ingest, source_import
+from knowledge.public import (
+    SOURCE_FIELDS,
+    UNCHANGED,
+    KnowledgeReadError,
+    document_ingest,
+    source_import,
+    synonyms_cleaned,
+)
 from releases.configio.fields import check, keys_of, name_of
 from releases.configio.messages import ERROR_UNKNOWN_PROFILE
 from releases.configio.rights import Touch
@@ -61,6 +68,17 @@ def _tags(node: Node, problems: Problems) -> list[str] | None:
     return list(node.value)
 
 
+def _synonyms(node: Node, problems: Problems) -> list[list[str]] | None:
+    """A source's synonyms: a list of groups, each a list of terms (``knowledge.synonyms``)."""
+    if node.value is None:
+        return []
+    try:
+        return synonyms_cleaned(node.value)
+    except ValidationError as error:
+        problems.add(node, error.messages[0])
+        return None
+
+
 def _language(node: Node, problems: Problems) -> str | None:
     value = name_of(node, problems)
     if value is not None and value not in LANGUAGES:
@@ -96,6 +114,8 @@ def parse_knowledge(
                 value = _tags(child, problems)
             elif key in ("owner", "tenant"):
                 value = "" if child.value is None else name_of(child, problems)
+            elif key == "synonyms":
+                value = _synonyms(child, problems)
             elif check(child, "boolean", problems):
                 value = child.value
             if value is not None:
@@ -154,7 +174,11 @@ def knowledge_write(
             settings[key] = value or None if key in ("owner", "tenant") else value
         if problems:
             continue
-        source, outcome = source_import(profile=profile, name=entry.name, settings=settings)
+        try:
+            source, outcome = source_import(profile=profile, name=entry.name, settings=settings)
+        except ValidationError as error:  # a bound of the tenant's (its synonyms)
+            problems.add(entry.node, "; ".join(error.messages))
+            continue
         report.count("knowledge source", outcome)
         if outcome != UNCHANGED:
             touched.append(Touch(EDIT_PERMISSION, entry.node, "create" if outcome == "created" else "change"))

@@ -68,6 +68,7 @@ CONVERSATION_TESTS_DIR = DEMO_DIR / "conversation_tests"
 KNOWLEDGE_DIR = DEMO_DIR / "knowledge"
 KNOWLEDGE_FOLDERS = {"telecom_assistente": "telecom_contas"}  # else the profile's agent_id
 KNOWLEDGE_SOURCES = {"pt": "Central de ajuda", "en": "Help centre", "es": "Centro de ayuda"}
+SYNONYMS_FILE = "synonyms.yaml"  # a language folder's synonyms, beside its articles
 SYNCED_TESTS = "with_sync"  # suites that need the goals --sync reads (finance_assistente's)
 DEMO_NOTE = "Demo import (config/demo)"
 FORCE_NOTE = "Demo reloaded (config/demo, --force)"
@@ -93,9 +94,24 @@ def help_centre_folder(agent_id: str) -> Path:
     return KNOWLEDGE_DIR / KNOWLEDGE_FOLDERS.get(agent_id, agent_id)
 
 
+def synonyms_load(source: KnowledgeSource, path: Path) -> None:
+    """The synonyms of ``path`` (``synonyms:``, a list of groups of terms: :mod:`knowledge.synonyms`) as ``source``'s,
+    when the file exists and they differ. Raises :class:`CommandError` naming the file when they are invalid."""
+    if not path.is_file():
+        return
+    source.synonyms = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("synonyms") or []
+    try:
+        source.full_clean(validate_unique=False, validate_constraints=False)
+    except ValidationError as exc:
+        raise CommandError(f"The demo's help centre is invalid: {path}: {'; '.join(exc.messages)}") from exc
+    if KnowledgeSource.objects.filter(pk=source.pk).values_list("synonyms", flat=True).first() != source.synonyms:
+        source.save(update_fields=["synonyms", "updated_at"])
+
+
 def help_centre_load(*, profile: AgentProfile, folder: Path) -> Counter[str]:
     """The articles of ``folder``/<language>/*.md into ``profile``'s knowledge: a source per language
-    (:data:`KNOWLEDGE_SOURCES`, made when missing), each article uploaded into it through
+    (:data:`KNOWLEDGE_SOURCES`, made when missing, its synonyms those of the folder's :data:`SYNONYMS_FILE`), each
+    article uploaded into it through
     :func:`knowledge.services.document_ingest` (an article whose bytes did not change is left as it is). Returns
     how many articles were ``created``, ``replaced`` and ``unchanged``; nothing for a folder that does not exist.
     All or nothing: raises :class:`CommandError` naming an article that cannot be read."""
@@ -108,6 +124,7 @@ def help_centre_load(*, profile: AgentProfile, folder: Path) -> Counter[str]:
             source, _ = KnowledgeSource.objects.get_or_create(
                 profile=profile, name=name, defaults={"language": language}
             )
+            synonyms_load(source, folder / language / SYNONYMS_FILE)
             for path in paths:
                 try:
                     report = document_ingest(source=source, file_name=path.name, data=path.read_bytes())

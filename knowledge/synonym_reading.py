@@ -1,0 +1,99 @@
+"""How a question reads the synonyms of the sources searched (:mod:`knowledge.synonyms`): pure text, no ORM.
+
+A question **holds a term** when it holds each of the term's words (the relevance bar's comparison: case and accents
+aside, alike on their first letters or a Snowball stem, :func:`agents.passages.held_in`). Its words that a held term
+covers then count, in the relevance bar, as held by a passage holding any other term of the group
+(:func:`words_held_with`), and the search looks for the group's other terms too (:func:`expanded`): "biquini tem
+troca?" is read with "moda praia" and "maiô".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from functools import lru_cache
+
+from agents.public import content_words, held_in, stems_of
+from common.text import normalize
+from knowledge.synonyms import Group
+
+READINGS_KEPT = 1024  # questions whose reading a process keeps (a turn reads its message up to three times)
+TERMS_KEPT = 20_000  # terms whose words and stems a process keeps
+
+
+@lru_cache(maxsize=TERMS_KEPT)
+def _term_words(term: str) -> tuple[str, ...]:
+    """The words of ``term`` the bar compares (:func:`agents.passages.content_words`); a term of short words only
+    is read joined ("wi fi": ``wifi``), and none when that is short too."""
+    words = content_words(term)
+    joined = normalize(term).replace(" ", "")
+    return tuple(words or ([joined] if len(joined) >= 4 else []))
+
+
+@lru_cache(maxsize=TERMS_KEPT)
+def _term_stems(term: str) -> frozenset[str]:
+    return frozenset(stems_of(term))
+
+
+def _holds(term: str, stems: AbstractSet[str]) -> bool:
+    words = _term_words(term)
+    return bool(words) and held_in(list(words), stems) == len(words)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a question's synonyms add: for each word of the question a held term covers, the group's other terms
+    (each as its words), and those terms as text for the search."""
+
+    alternatives: Mapping[str, tuple[tuple[str, ...], ...]]
+    extra: tuple[str, ...]
+
+
+NOTHING = Reading({}, ())
+
+
+def question_read(asked: Sequence[str], question: str, groups: Iterable[Group]) -> Reading:
+    """The synonyms ``groups`` add to ``question``, whose words the bar counts are ``asked``
+    (:func:`agents.passages.asked_words`). Kept per question and groups (:data:`READINGS_KEPT`): the turn's search
+    and its relevance bar read the same message."""
+    groups = tuple(groups)
+    if not groups or not asked:
+        return NOTHING
+    return _read(tuple(asked), question, groups)
+
+
+@lru_cache(maxsize=READINGS_KEPT)
+def _read(asked: tuple[str, ...], question: str, groups: tuple[Group, ...]) -> Reading:
+    stems = stems_of(question)
+    alternatives: dict[str, list[tuple[str, ...]]] = {}
+    extra: list[str] = []
+    for group in groups:
+        held = [term for term in group if _holds(term, stems)]
+        if not held:
+            continue
+        covered = {word for term in held for word in asked if held_in([word], _term_stems(term))}
+        others = [term for term in group if term not in held]
+        for word in covered:
+            alternatives.setdefault(word, []).extend(_term_words(term) for term in others)
+        extra.extend(others)
+    return Reading(
+        {word: tuple(dict.fromkeys(terms)) for word, terms in alternatives.items()}, tuple(dict.fromkeys(extra))
+    )
+
+
+def expanded(question: str, reading: Reading) -> str:
+    """``question`` with the terms its synonyms add, for the search to look for."""
+    return " ".join([question, *reading.extra]) if reading.extra else question
+
+
+def words_held_with(asked: Sequence[str], stems: AbstractSet[str], reading: Reading) -> int:
+    """How many of the words ``asked`` a text of ``stems`` holds (:func:`agents.passages.held_in`), a word counting as
+    held when the text holds another term of a group one of the question's terms covering it is in."""
+    held = 0
+    for word in asked:
+        if held_in([word], stems) or any(
+            held_in(list(words), stems) == len(words) for words in reading.alternatives.get(word, ())
+        ):
+            held += 1
+    return held
