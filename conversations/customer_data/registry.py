@@ -281,6 +281,7 @@ NO_CUSTOMER_DATA: Mapping[str, str] = {
     "routing.RolloutFlag": CONFIGURATION,
     "routing.RolloutFlagChange": "a flag's history; a user override's id is recorded as its keyed pseudonym",
     "routing.RoutingVersion": "a published copy of the configuration",
+    "routing.LiveRollout": "a running rollout plan's candidate, stages and settings, as the plan holds them",
     "releases.RolloutPlan": CONFIGURATION + "; its history holds figures",
     "releases.RolloutDecision": "a rollout's decision and the cohorts' figures: counts, no conversation",
     "releases.ReleaseRequest": "an editor's request and an approver's note",
