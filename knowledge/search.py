@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import connection, transaction
@@ -400,6 +400,16 @@ def _plan(terms: list[Term], typed: list[str], configs: list[str] | None) -> Pla
     return Plan(filtered, False, ranked)
 
 
+def _ranked_by_own_words(plan: Plan, query: str, terms: list[Term]) -> Plan:
+    """``plan`` ranking by the question's own words and their spellings only: a synonym's terms widen what the
+    search finds, and do not outrank a passage holding what the customer wrote — a group's term common in the
+    documents ("preço da ação" for "cotação") would lift every passage that names a price. PostgreSQL's ranking
+    reads ``ranked``; SQLite's ranks by the words it filters on."""
+    own = {fold(word) for word in _words(query)}
+    kept = {*_words(query), *(form for term in terms if term.folded in own for form in term.forms)}
+    return replace(plan, ranked=[word for word in plan.ranked if word in kept])
+
+
 def _tsquery(words: Iterable[str], configs: list[str], joiner: str = " | ") -> tuple[str, list[str]]:
     """SQL for the OR, over ``configs``, of ``to_tsquery(config, words joined by joiner)``, and its parameters. The
     words are ``\\w+`` runs (or ``&``/``|`` groups of them): nothing to escape in tsquery syntax inside quotes."""
@@ -511,7 +521,10 @@ def knowledge_search(
     depth = max(limit, FUSION_DEPTH) if vectors else limit
     configs = search_configs(language) if connection.vendor == "postgresql" else None
     searched = expanded(query, question_read(asked_words(query), query, scope.groups(synonyms)))
-    plan = _plan(_terms(searched, scope.sources, version), _words(searched), configs)
+    terms = _terms(searched, scope.sources, version)
+    plan = _plan(terms, _words(searched), configs)
+    if searched != query:
+        plan = _ranked_by_own_words(plan, query, terms)
     ranked: list[Row] = []
     if plan.filtered and connection.vendor == "postgresql":
         ranked = _postgres(plan, query[:1000], scope, language, depth)
