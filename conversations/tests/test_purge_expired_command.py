@@ -90,5 +90,7 @@ def test_the_purge_runs_at_a_lower_cpu_priority_than_its_caller_whose_own_stays(
 
     assert not Conversation.objects.filter(pk=gone.pk).exists()
     in_memory = connection.vendor == "sqlite" and connection.is_in_memory_db()  # one connection: the caller's thread
-    assert seen == [before if in_memory else min(before + 7, NICEST)]
+    # Every retirement of the purge ran at the lowered priority: rows another test of this worker left expired are
+    # retired beside this test's, so the count is not this test's to know.
+    assert seen and set(seen) == {before if in_memory else min(before + 7, NICEST)}
     assert thread_niceness() == before
