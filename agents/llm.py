@@ -50,6 +50,7 @@ from agents.passages import (
     general_question,
     names_own,
     passages_read,
+    question_in_general,
     relevant_sentences,
 )
 from agents.permission_notes import declined_tool
@@ -433,8 +434,11 @@ class OfflineChatModel(BaseChatModel):
         noted = [result for result in results if result.name == REMEMBER_TOOL]
         others = [result for result in results if result not in noted]
         # A request about the customer's own things to a specialist whose intent lists tools is theirs: the passages
-        # handed before the model do not answer it ("Mi factura llegó muy alta, ¿puede revisarla?").
-        own_request = bool(self.intent_tools) and names_own(text) and not general_question(text)
+        # handed before the model do not answer it ("Mi factura llegó muy alta, ¿puede revisarla?"), unless it asks
+        # a question in general besides ("mi lavadora se rompió, ¿la cubre la garantía?").
+        own_request = (
+            bool(self.intent_tools) and names_own(text) and not (general_question(text) or question_in_general(text))
+        )
         reply = self._answer(messages[:last_human], text, others, language, notes_read=not own_request)
         if declined is not None:  # what it could not check, said plainly
             reply.content = f"{reply.text} " + words["declined"].format(tool=declined)

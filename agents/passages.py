@@ -61,6 +61,7 @@ _QUESTION_OPENERS = (
     "donde", "puedo", "se puede", "es posible", "hay",
 )  # fmt: skip
 _CLAUSE_END = re.compile(r"[,.;:!?¿¡\n]+")
+_CLAUSE_END_KEPT = re.compile(r"([^,.;:!?¿¡\n]*)([,.;:!?¿¡\n]*)")  # each clause and the marks that end it
 # The words a question opens with when it asks what, which, how much or when (folded), in pt, en and es; with a
 # question mark at a clause's end, the two signs that a message asks rather than tells or requests.
 _ASKING = "quanto quanta quantos quantas quando qual quais what whats which when cuanto cuanta cuantos cuantas cuando"
@@ -68,6 +69,13 @@ _ASKING_WORDS = frozenset([*_ASKING.split(), "cual", "cuales"])
 # The customer's own things: a question that opens with one of them ("Where is my order?", "¿Dónde está mi pedido?")
 # asks what the business's systems hold of the customer, not what its documents say.
 _OWN = frozenset({"my", "meu", "minha", "meus", "minhas", "mi", "mis"})
+# How a clause asks the business to do something (folded, among its first words), in pt, en and es: after the
+# customer's own thing, "can you check it?", "pode ver?", "la pueden revisar?" ask for it to be looked at, where
+# "is it covered?" asks what the business's documents say.
+_ASKED_TO_DO = (
+    "pode", "podem", "poderia", "poderiam", "consegue", "conseguem", "can you", "could you", "would you", "will you",
+    "puede", "pueden", "podria", "podrian", "podes",
+)  # fmt: skip
 # Words too common to tell what a question is about (pt, en, es), beside every word of fewer than four letters, the
 # question words above and the full-text stop words of the three languages (agents.stop_words).
 _COMMON_WORDS = (
@@ -220,14 +228,36 @@ def question_in_general(text: str) -> bool:
     """Whether ``text`` asks a question (a clause ends with a question mark, or opens with one of
     :data:`_ASKING_WORDS`: "o frete é grátis?", "what's the fee for a paper invoice") that names none of the
     customer's own things (no word of :data:`_OWN` anywhere): what the business's documents say, where "Quando vence a
-    minha conta?" asks what its systems hold of the customer."""
+    minha conta?" asks what its systems hold of the customer. A message that names them asks one too when a clause of
+    its own ends with a question mark, names none of them and asks the business to do nothing (:data:`_ASKED_TO_DO`):
+    "meu fone parou de funcionar, tem garantia?" asks what the warranty covers, "Minha fatura veio alta, pode ver?"
+    asks for the bill to be looked at."""
     words = normalize(text).split()
-    if not words or names_own(text):
+    if not words:
         return False
+    if names_own(text):
+        return any(_asks_in_general(clause) for clause in _questions(text))
     if "?" in text:
         return True
     clauses = (normalize(clause).split() for clause in _CLAUSE_END.split(text))
     return any(clause[0] in _ASKING_WORDS for clause in clauses if clause)
+
+
+def _questions(text: str) -> list[list[str]]:
+    """The clauses of ``text`` that end with a question mark (or open with "¿"), each as its normalised words."""
+    found = []
+    opened = False  # the clause follows an opening "¿"
+    for clause, end in _CLAUSE_END_KEPT.findall(text):
+        if clause.strip() and ("?" in end or opened):
+            found.append(normalize(clause).split())
+        opened = "¿" in end
+    return found
+
+
+def _asks_in_general(words: list[str]) -> bool:
+    """A question's clause (its words) names none of the customer's own things and asks the business to do nothing."""
+    head = " ".join(words[:3])
+    return bool(words) and _OWN.isdisjoint(words) and not any(f" {phrase} " in f" {head} " for phrase in _ASKED_TO_DO)
 
 
 def sentences_of(passage: str) -> list[str]:

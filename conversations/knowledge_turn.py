@@ -239,8 +239,9 @@ async def knowledge_prepared(
         )
         # A request about the customer's own things (their bill, their order) is its tools' to answer: retrieved
         # before the model, it would hand it passages no answer uses, at a search's cost on most of a tools
-        # specialist's messages. Its model may still search.
-        own_request = names_own(text) and not general_question(text)
+        # specialist's messages. Its model may still search. One that asks a question in general besides ("meu fone
+        # parou, tem garantia?") is retrieved.
+        own_request = names_own(text) and not (general_question(text) or question_in_general(text))
         return (None if own_request else await tool.before()), tool
     retrieved = await sync_to_async(knowledge_retrieve)(
         profile_pk=profile.pk,

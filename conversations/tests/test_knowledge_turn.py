@@ -173,6 +173,19 @@ def test_a_question_to_a_tools_specialist_that_names_none_of_the_customers_own_t
     assert "vale a partir da fatura seguinte" in body["answer"]
 
 
+def test_a_message_naming_the_customers_own_bill_that_asks_a_question_in_general_besides_is_answered_from_a_passage(
+    api, invoices
+):
+    body = ask(api, "Paguei minha fatura hoje. O débito automático vale a partir de quando?")
+
+    knowledge = body["metadata"]["knowledge"]
+    assert body["agent"] == "billing_agent"
+    assert body["metadata"]["mcp_results"] == []
+    (citation,) = knowledge["citations"]
+    assert (citation["document"], citation["title"]) == (invoices, "Faturas")
+    assert "vale a partir da fatura seguinte" in body["answer"]
+
+
 def test_a_request_to_a_tools_specialist_whose_tools_cannot_run_yet_is_answered_from_the_passage_that_answers_it(
     api, invoices
 ):
