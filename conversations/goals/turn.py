@@ -64,7 +64,13 @@ logger = logging.getLogger(__name__)
 
 GOAL_ROUTE = "goal"
 GOAL_AGENT = "goal_planner"  # the answer's author in goal mode: the plan, written up by the profile's model
-DOCUMENTS_ANSWER = "The goal lacks an entity, and the profile's documents answer the message: its specialists answer."
+DOCUMENTS_ANSWER = (
+    "The goal lacks an entity or is unsure of its reading, and the profile's documents answer the message: its "
+    "specialists answer."
+)
+# What a goal asks the customer before it acts that a question the documents answer is left to the specialists for:
+# an entity it lacks, or a reading below its threshold ("como são calculadas as maiores altas?" read as the movers).
+DOCUMENTS_FIRST = (MISSING_ENTITY, LOW_CONFIDENCE)
 # The answer when a plan cannot be made or is refused before it runs, said in the turn's language.
 FAILED_PLAN_ANSWER = MESSAGES["failed_plan"]
 
@@ -151,10 +157,11 @@ async def goal_routing(turn: Turn) -> RouteDecision:
 
 
 async def _documents_answer(turn: Turn, decision: GoalDecision) -> bool:
-    """Whether a goal that would ask for an entity it lacks leaves the message to the profile's specialists instead,
-    because the profile's documents answer it (:func:`conversations.knowledge_turn.knowledge_answers`): "as cotações
-    que vocês mostram têm atraso?" reads as a quote without its stock, and the help centre says how late they are."""
-    if decision.status != CLARIFICATION or (decision.clarification or {}).get("reason") != MISSING_ENTITY:
+    """Whether a goal that would ask the customer before it acts (an entity it lacks, a reading below its threshold:
+    :data:`DOCUMENTS_FIRST`) leaves the message to the profile's specialists instead, because the profile's documents
+    answer it (:func:`conversations.knowledge_turn.knowledge_answers`): "as cotações que vocês mostram têm atraso?"
+    reads as a quote without its stock, and the help centre says how late they are."""
+    if decision.status != CLARIFICATION or (decision.clarification or {}).get("reason") not in DOCUMENTS_FIRST:
         return False
     current = turn.input.snapshot or await sync_to_async(snapshot_current)()
     profile = turn.input.profile

@@ -205,6 +205,21 @@ def test_a_goal_lacking_an_entity_leaves_a_message_its_help_centre_answers_to_th
     assert not (conversation.goal_state or {}).get("pending")
 
 
+def test_a_goal_unsure_of_its_reading_leaves_a_message_its_help_centre_answers_to_the_specialists(api, finance):
+    Goal.objects.filter(name="TOP_MOVERS").update(confidence_threshold=0.99)
+    publish("TOP_MOVERS asks below 0.99")
+
+    body = say(api, "como são calculadas as maiores altas do dia?", session="fin-unsure-documents")
+
+    goal = body["metadata"]["goal"]
+    assert (goal["status"], goal["intent_output"]["goal"], goal["clarification"]) == ("general", "TOP_MOVERS", None)
+    (citation, *_) = body["metadata"]["knowledge"]["citations"]
+    assert citation["title"] == "Horário do pregão e cotações"
+    assert body["metadata"]["mcp_results"] == []
+    conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
+    assert not (conversation.goal_state or {}).get("pending")
+
+
 @pytest.mark.parametrize(
     ("side", "moved"),
     [
