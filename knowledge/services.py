@@ -23,7 +23,7 @@ from common.language import LANGUAGES
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord, validate_tags
 from knowledge.reading import KnowledgeReadError, Piece, passages_of, read_file, read_readable
 from knowledge.search import search_config
-from knowledge.vectors import document_embed, vectors_wanted
+from knowledge.vectors import document_embed, embed_queue, vectors_wanted
 from knowledge.versions import document_keys, rows_chosen
 from knowledge.words import passage_stems, word_forms, words_counted
 
@@ -221,10 +221,15 @@ def document_ingest(
     return IngestReport(file_name, title, outcome, len(pieces), added, removed, kept, document.pk, vectors)
 
 
-def documents_hold(*, profile_pk: int, versions: Mapping[int, Any]) -> int:
+def documents_hold(*, profile_pk: int, versions: Mapping[int, Any], vectors: bool = False) -> int:
     """Record in the rows of profile ``profile_pk`` which of ``versions`` (the versions served, by number: each its
     document's knowledge, ``None`` for one holding none) hold each, and delete the replaced rows none holds: how many.
-    Called by a publish, in its transaction."""
+    Called by a publish, in its transaction. ``vectors``: a version served searches with vectors, so its documents not
+    embedded by the configured model are embedded once the publish commits (:func:`knowledge.vectors.embed_queue`):
+    an upload is embedded when the draft's search uses vectors, and one made while it did not would be read by its
+    words alone by a version published since with them."""
+    if vectors:
+        transaction.on_commit(lambda: embed_queue([profile_pk]))
     with transaction.atomic():
         # The sources' locks, as an upload takes them: none replaces a document in place while it is being held.
         list(KnowledgeSource.objects.select_for_update().filter(profile_id=profile_pk).values_list("pk"))

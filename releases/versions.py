@@ -44,7 +44,7 @@ from django.utils import timezone
 from rest_framework import status
 
 from agents.models import MODEL_ENDPOINT_FIELDS, MODEL_ENDPOINT_PERMISSION, AgentProfile
-from agents.public import model_key_variable_refusal
+from agents.public import KnowledgeSettings, model_key_variable_refusal
 from common.config_version import config_version_bump
 from common.endpoints import endpoint_mask
 from common.errors import DomainError, NotFound
@@ -359,15 +359,20 @@ def _version_store(
 def documents_held(*, profile: Any, stored: RoutingVersion | None = None) -> None:
     """Tell the profile's knowledge which versions are served — the live one, the candidates of its rollout plans not
     ended, and ``stored`` (just stored) — so that it keeps the documents they hold and deletes the replaced ones none
-    holds any more (:func:`knowledge.services.documents_hold`)."""
+    holds any more, and embeds them when one of them searches with vectors
+    (:func:`knowledge.services.documents_hold`)."""
     served = RoutingVersion.objects.filter(profile=profile).filter(
         Q(pk=getattr(stored, "pk", None))
         | Q(pk__in=ProfileRelease.objects.filter(profile=profile).values("version_id"))
         | Q(pk__in=RolloutPlan.objects.filter(profile=profile, status__in=PLANS_HOLDING).values("candidate_id"))
     )
+    documents = dict(served.values_list("number", "document"))
     documents_hold(
         profile_pk=profile.pk,
-        versions={number: document.get("knowledge") for number, document in served.values_list("number", "document")},
+        versions={number: document.get("knowledge") for number, document in documents.items()},
+        vectors=any(
+            KnowledgeSettings.from_json(document["profile"].get("knowledge")).vectors for document in documents.values()
+        ),
     )
 
 

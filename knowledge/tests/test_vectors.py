@@ -304,6 +304,37 @@ def test_a_turn_cites_a_passage_only_the_vectors_found_and_its_metadata_says_so(
     assert [citation["passage"] for citation in knowledge["citations"]] == [row["passage"]]
 
 
+@pytest.mark.usefixtures("multi_agent_for_everyone")
+def test_a_version_published_with_vectors_embeds_the_documents_uploaded_while_the_drafts_search_used_none(
+    telecom, settings, endpoint, django_capture_on_commit_callbacks
+):
+    from releases.versions import version_publish
+    from routing.documents import profile_documents
+
+    settings.REDIS_URL = ""  # no broker: embedded once the publish commits, in its request
+    report = document_ingest(source=pt_source(telecom), file_name="ajuda.md", data=HELP)
+    with django_capture_on_commit_callbacks(execute=True):
+        version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="words only")
+    assert endpoint.embedding_requests == []  # neither the draft's search nor the version's uses vectors
+
+    telecom.knowledge = {"vectors": True, "vector_min_score": VECTOR_BAR}
+    telecom.save(update_fields=["knowledge"])
+    with django_capture_on_commit_callbacks(execute=True):
+        version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="vectors")
+
+    assert KnowledgeDocument.objects.get(pk=report.document_id).embedding_model == "embed-small"
+    retrieved = knowledge_retrieve(
+        profile_pk=telecom.pk,
+        tenant_pk=None,
+        query=NO_SHARED_WORD,
+        language="pt",
+        tags=(),
+        min_score=0.5,
+        vector_bar=VECTOR_BAR,
+    )
+    assert [passage.hit.heading for passage in retrieved.used] == ["Central de ajuda › Reconexão"]
+
+
 def test_the_sources_admin_action_embeds_what_the_configured_model_did_not(
     admin_client, settings, endpoint, vectors_on
 ):
