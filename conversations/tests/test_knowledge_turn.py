@@ -162,21 +162,18 @@ def test_a_help_centre_question_to_a_specialist_whose_tools_cannot_answer_is_ans
     assert knowledge["answered_from_knowledge"] is True
 
 
-def test_a_question_to_a_tools_specialist_that_names_none_of_the_customers_own_things_is_searched(api, invoices):
-    body = ask(api, "O débito automático já vale para a próxima fatura?")
-
-    knowledge = body["metadata"]["knowledge"]
-    assert body["agent"] == "billing_agent"
-    assert body["metadata"]["mcp_results"] == []
-    (citation,) = knowledge["citations"]
-    assert (citation["document"], citation["title"]) == (invoices, "Faturas")
-    assert "vale a partir da fatura seguinte" in body["answer"]
-
-
-def test_a_message_naming_the_customers_own_bill_that_asks_a_question_in_general_besides_is_answered_from_a_passage(
-    api, invoices
+@pytest.mark.parametrize(
+    "text",
+    [
+        "O débito automático já vale para a próxima fatura?",
+        "Paguei minha fatura hoje. O débito automático vale a partir de quando?",  # a clause of its own asks
+    ],
+    ids=["naming none of the customer's things", "naming the customer's bill besides"],
+)
+def test_a_question_in_general_to_a_tools_specialist_is_searched_whether_or_not_it_names_the_customers_own_bill(
+    api, invoices, text
 ):
-    body = ask(api, "Paguei minha fatura hoje. O débito automático vale a partir de quando?")
+    body = ask(api, text)
 
     knowledge = body["metadata"]["knowledge"]
     assert body["agent"] == "billing_agent"

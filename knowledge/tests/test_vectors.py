@@ -75,6 +75,19 @@ def search(profile, query: str, *, vectors: bool = True, **options):
     return knowledge_search(profile=profile, query=query, language="pt", vectors=vectors, **options)
 
 
+def retrieved_without_a_shared_word(profile):
+    """What a turn retrieves of :data:`NO_SHARED_WORD` in ``profile``'s knowledge, with the vectors' bar."""
+    return knowledge_retrieve(
+        profile_pk=profile.pk,
+        tenant_pk=None,
+        query=NO_SHARED_WORD,
+        language="pt",
+        tags=(),
+        min_score=0.5,
+        vector_bar=VECTOR_BAR,
+    )
+
+
 def test_passages_are_embedded_in_one_batch_when_indexed_and_the_model_named(endpoint, vectors_on):
     report = document_ingest(source=pt_source(vectors_on), file_name="ajuda.md", data=HELP)
 
@@ -93,15 +106,7 @@ def test_a_question_sharing_no_word_with_its_article_is_found_through_the_vector
     document_ingest(source=pt_source(vectors_on), file_name="ajuda.md", data=HELP)
 
     by_words = search(vectors_on, NO_SHARED_WORD, vectors=False)
-    retrieved = knowledge_retrieve(
-        profile_pk=vectors_on.pk,
-        tenant_pk=None,
-        query=NO_SHARED_WORD,
-        language="pt",
-        tags=(),
-        min_score=0.5,
-        vector_bar=VECTOR_BAR,
-    )
+    retrieved = retrieved_without_a_shared_word(vectors_on)
 
     assert all("Reconexão" not in hit.heading for hit in by_words)
     (used,) = retrieved.used
@@ -323,16 +328,8 @@ def test_a_version_published_with_vectors_embeds_the_documents_uploaded_while_th
         version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="vectors")
 
     assert KnowledgeDocument.objects.get(pk=report.document_id).embedding_model == "embed-small"
-    retrieved = knowledge_retrieve(
-        profile_pk=telecom.pk,
-        tenant_pk=None,
-        query=NO_SHARED_WORD,
-        language="pt",
-        tags=(),
-        min_score=0.5,
-        vector_bar=VECTOR_BAR,
-    )
-    assert [passage.hit.heading for passage in retrieved.used] == ["Central de ajuda › Reconexão"]
+    used = retrieved_without_a_shared_word(telecom).used
+    assert [passage.hit.heading for passage in used] == ["Central de ajuda › Reconexão"]
 
 
 def test_the_sources_admin_action_embeds_what_the_configured_model_did_not(
