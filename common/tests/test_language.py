@@ -48,8 +48,8 @@ ENGLISH = [
 @pytest.fixture(autouse=True, params=["python", "py3langid", "compiled"])
 def scorer(request, monkeypatch, settings):
     """Every test on the three scorers: the plain Python reading (the default), py3langid's own (``STOCK_PATHS``) and
-    the compiled loop (a process with numba)."""
-    settings.STOCK_PATHS = request.param == "py3langid"
+    the compiled loop (a process with numba); all three py3langid's in the test command's stock-path pass."""
+    settings.STOCK_PATHS = settings.STOCK_PATHS or request.param == "py3langid"
     monkeypatch.setattr(language, "_compiled", request.param == "compiled")
     monkeypatch.setattr(language, "_scorer", None)
     return request.param
