@@ -43,7 +43,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCal
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from agents.generation import ANSWER_CHARS_ASKED, Generation, answer_fitted, text_within
-from agents.offline_tools import asked_without_arguments, documents_asked, said_values
+from agents.offline_tools import asked_without_arguments, documents_asked, said_identifiers, said_values
 from agents.offline_words import OFFLINE_LANGUAGE, OFFLINE_SMALL_TALK, offline_words
 from agents.passages import (
     SEARCH_KNOWLEDGE,
@@ -401,6 +401,7 @@ class OfflineChatModel(BaseChatModel):
         if not results and tools and tool_choice != "none":
             calls: list[ToolCall] = []
             asked = asked_without_arguments(tools, self.intent_tools, text)
+            said: list[str] | None = None  # the history's identifiers, read for the first tool that wants arguments
             for tool in tools:
                 function = tool["function"]
                 if function["name"] in CONTROL_TOOLS or function["name"] in (SEARCH_KNOWLEDGE, REMEMBER_TOOL):
@@ -409,7 +410,9 @@ class OfflineChatModel(BaseChatModel):
                 required = parameters.get("required", [])
                 if not required and function["name"] not in asked:
                     continue
-                context = {**said_values(parameters, messages[: last_human + 1]), **(self.context or {})}
+                if said is None:
+                    said = said_identifiers(messages[: last_human + 1])
+                context = {**said_values(parameters, said), **(self.context or {})}
                 if all(context.get(name) not in (None, "") for name in required):
                     arguments = {
                         name: context[name]
@@ -644,9 +647,12 @@ signatures_carried(OfflineChatModel)
 
 
 def _message_tokens(message: Any) -> int:
-    text = message.content if isinstance(message.content, str) else message.text
+    content = message.content
+    tokens = text_tokens(content if isinstance(content, str) else message.text)
     calls = message.tool_calls if isinstance(message, AIMessage) else ()  # a miss on the others raises and is caught
-    return text_tokens(text) + sum(text_tokens(call["name"] + json.dumps(call["args"])) for call in calls)
+    if calls:  # most messages call none: no generator summed for them
+        tokens += sum(text_tokens(call["name"] + json.dumps(call["args"])) for call in calls)
+    return tokens
 
 
 # --- OpenAI-compatible -----------------------------------------------------------

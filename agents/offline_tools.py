@@ -5,6 +5,7 @@ instead."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from agents.passages import SEARCH_KNOWLEDGE, coverage, general_question, question_in_general
@@ -12,32 +13,49 @@ from common.text import described_example, identifier_shape, identifiers, normal
 from handoffs.public import CONTROL_TOOLS
 
 
-def said_values(parameters: dict[str, Any], messages: list[Any]) -> dict[str, str]:
+def said_identifiers(messages: list[Any]) -> list[str]:
+    """The identifiers the customer wrote (:func:`common.text.identifiers`), newest first: the last message's, then
+    the earlier ones', each message's from its end. What :func:`said_values` reads a tool's arguments from, read once a
+    turn for every tool offered."""
+    return [
+        token
+        for message in reversed(messages)
+        if getattr(message, "type", "") == "human" and isinstance(message.content, str)
+        for token in reversed(identifiers(message.content))
+    ]
+
+
+@lru_cache(maxsize=512)
+def _example_shape(description: str) -> str:
+    """The form of the example a parameter's description gives (:func:`common.text.described_example`), or ``""``."""
+    example = described_example(description)
+    return identifier_shape(example) if example else ""
+
+
+def said_values(parameters: dict[str, Any], said: list[str]) -> dict[str, str]:
     """The values the customer said for a tool's parameters: a parameter whose description gives an example of its
-    form ("Número do pedido (ex. P100)") takes the identifier of that form the customer wrote last (this message
-    first, then the earlier ones) — as a model reads "meu pedido P200" into ``order_id``. A form two parameters share
+    form ("Número do pedido (ex. P100)") takes the identifier of that form the customer wrote last (``said``, from
+    :func:`said_identifiers`) — as a model reads "meu pedido P200" into ``order_id``. A form two parameters share
     goes to the required one only. The request's context wins over it (the caller's data)."""
     required = set(parameters.get("required") or ())
     shapes: dict[str, list[str]] = {}
     for name, spec in (parameters.get("properties") or {}).items():
-        example = described_example(str(spec.get("description", ""))) if isinstance(spec, dict) else ""
-        if example:
-            shapes.setdefault(identifier_shape(example), []).append(name)
+        shape = _example_shape(str(spec.get("description", ""))) if isinstance(spec, dict) else ""
+        if shape:
+            shapes.setdefault(shape, []).append(name)
     wanted = {
         shape: next((name for name in names if name in required), names[0] if len(names) == 1 else "")
         for shape, names in shapes.items()
     }
-    said: dict[str, str] = {}
-    for message in reversed(messages):
-        if getattr(message, "type", "") != "human" or not isinstance(message.content, str):
-            continue
-        for token in reversed(identifiers(message.content)):
-            name = wanted.get(identifier_shape(token), "")
-            if name and name not in said:
-                said[name] = token
-        if len(said) == len([name for name in wanted.values() if name]):
+    needed = sum(1 for name in wanted.values() if name)
+    values: dict[str, str] = {}
+    for token in said:
+        if len(values) == needed:
             break
-    return said
+        name = wanted.get(identifier_shape(token), "")
+        if name and name not in values:
+            values[name] = token
+    return values
 
 
 ASKED_WORD_CHARS = 5  # a word of a tool's name that the message shares, this long or longer

@@ -8,10 +8,13 @@ against lingua's 56 µs (high) and 29 µs (low), installs 4.5 MB on the numpy th
 96 MB), and gives a probability per language, which is what "too uncertain to tell" is decided on. Its model
 loads once per process, on first use, memory-mapped read-only from a cut copy on disk (:func:`_arrays`).
 
-py3langid's own ``LanguageIdentifier`` scores by default. A compiled loop of ours
-(:mod:`common.language_kernel`, numba) gives the same probabilities (tested) about four times faster, but loading
-numba and LLVM costs a process about 120 MiB: it scores only in a process that has loaded numba for a larger reason
-(:func:`language_compiled_use`), and never with ``STOCK_PATHS`` on (docs/decisions/numba-kernels.md).
+By default a text is scored by :func:`_python_scorer`: py3langid's automaton walk and naive Bayes in plain Python
+over the same mapped arrays, without the dozen NumPy calls py3langid makes around the walk (a served turn finds
+them out of the caches: about half py3langid's cost a message, the same language and probability, tested). A
+compiled loop of ours (:mod:`common.language_kernel`, numba) gives the same probabilities, but loading numba and
+LLVM costs a process about 120 MiB: it scores only in a process that has loaded numba for a larger reason
+(:func:`language_compiled_use`). With ``STOCK_PATHS`` on, py3langid's own ``LanguageIdentifier`` scores
+(docs/decisions/numba-kernels.md).
 
 Pure: imports no app.
 """
@@ -20,11 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import os
 import re
 import tempfile
 import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -104,14 +109,67 @@ def language_compiled_use() -> None:
 
 
 def _load() -> _Scorer:
-    """The scorer of a text, loaded once per process: py3langid's identifier over the mapped arrays, or the compiled
-    loop over them (:func:`language_compiled_use`)."""
+    """The scorer of a text, loaded once per process over the mapped arrays: the plain Python reading, the compiled
+    loop (:func:`language_compiled_use`), or py3langid's identifier with ``STOCK_PATHS`` on."""
     global _scorer
     with _model_lock:
         if _scorer is None:
             arrays = _arrays()
-            _scorer = _compiled_scorer(arrays) if _compiled and not stock_paths() else _stock_scorer(arrays)
+            if stock_paths():
+                _scorer = _stock_scorer(arrays)
+            else:
+                _scorer = _compiled_scorer(arrays) if _compiled else _python_scorer(arrays)
     return _scorer
+
+
+def _prepared(text: str) -> bytes:
+    """The bytes py3langid reads of a text: an all-capitals text lower-cased, NFC, UTF-8."""
+    if text.isupper():
+        text = text.lower()
+    return unicodedata.normalize("NFC", text).encode("utf-8", "surrogatepass")
+
+
+def _python_scorer(arrays: tuple[Any, ...]) -> _Scorer:
+    """py3langid's ``classify`` computed in plain Python over the mapped arrays: the same automaton walk over the
+    text's bytes, each feature found weighed ln(1 + count) against its row of the three languages' log-probabilities,
+    plus the priors, divided by √(bytes), normalised (a softmax); no feature, every language equally likely.
+
+    py3langid surrounds the walk with a dozen NumPy calls on arrays of three (the features' counts gathered, a
+    matrix product, the softmax), each a few µs in a served turn that finds NumPy's code out of the caches: three
+    sums in Python floats cost less than their dispatch. The sums are kept in double precision where py3langid's are
+    single: probabilities within 1e-6 of its own on every text tested (``common/tests/test_language.py``)."""
+    import numpy as np
+
+    nextmove, rowbase, output, ptc, pc = (np.asarray(array) for array in arrays)  # plain views of the same pages
+    moves, outputs, rows = nextmove.data, output.data, rowbase.tolist()
+    table = np.ascontiguousarray(ptc, dtype=np.float32).data.cast("B").cast("f")  # row f at 3f, 3f+1, 3f+2
+    priors = tuple(float(prior) for prior in pc)
+    log1p, exp = math.log1p, math.exp
+
+    def score(text: str) -> tuple[str, float]:
+        data = _prepared(text)
+        found = []
+        state = 0
+        for letter in data:
+            state = moves[rows[state] + letter]
+            feature = outputs[state]
+            if feature >= 0:
+                found.append(feature)
+        if not found:
+            return LANGUAGES[0], 1.0 / len(LANGUAGES)
+        pt, es, en = priors
+        for feature, count in Counter(found).items():
+            weight, at = log1p(count), 3 * feature
+            pt += weight * table[at]
+            es += weight * table[at + 1]
+            en += weight * table[at + 2]
+        scale = 1.0 / math.sqrt(len(data))
+        scores = (pt * scale, es * scale, en * scale)
+        top = max(scores)
+        best = scores.index(top)  # the first of equal scores, as NumPy's argmax
+        return LANGUAGES[best], 1.0 / sum(exp(value - top) for value in scores)
+
+    return score
 
 
 def _stock_scorer(arrays: tuple[Any, ...]) -> _Scorer:
@@ -138,9 +196,7 @@ def _compiled_scorer(arrays: tuple[Any, ...]) -> _Scorer:
     from common.language_kernel import language_probabilities
 
     def score(text: str) -> tuple[str, float]:
-        if text.isupper():
-            text = text.lower()
-        data = np.frombuffer(unicodedata.normalize("NFC", text).encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        data = np.frombuffer(_prepared(text), dtype=np.uint8)
         column, probability = language_probabilities(data, *arrays)
         return LANGUAGES[column], probability
 

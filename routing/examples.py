@@ -47,7 +47,7 @@ import contextvars
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol
 
@@ -204,9 +204,11 @@ class ExamplesMatch:
 
 # The last text scored against an index in this context (a request's task), and its score: a turn scores the
 # customer's message to route it and again for the offline model's moves (conversations.runtime), and a request never
-# reuses another's. A match is frozen: it is shared, never changed.
-_last_matched: contextvars.ContextVar[tuple[ExampleIndex, str, ExamplesMatch] | None] = contextvars.ContextVar(
-    "examples_matched", default=None
+# reuses another's. A match is frozen: it is shared, never changed. The message's vector is kept with a match made
+# without its nearest examples (``match_text(text, nearest=0)``: the keyword check), ``None`` once they are in it.
+_Vector = tuple[np.ndarray, np.ndarray]
+_last_matched: contextvars.ContextVar[tuple[ExampleIndex, str, ExamplesMatch, _Vector | None] | None] = (
+    contextvars.ContextVar("examples_matched", default=None)
 )
 
 
@@ -411,15 +413,38 @@ class ExampleIndex:
         """:meth:`match` of a text, vectorised here (the offline vectoriser; embeddings are fetched by the caller).
         With the compiled loops, a text is scored from its words in one call
         (:func:`routing.examples_kernel.bayes_decide`). The same text asked again of the same index in the same
-        context, with the default arguments, is answered from the last score (:data:`_last_matched`)."""
-        if nearest != NEAREST or exclude is not None:
+        context, with the default arguments, is answered from the last score (:data:`_last_matched`).
+
+        ``nearest=0`` asks for the scores alone (the keyword check reads no example): NumPy's and scikit-learn's
+        engines then find no nearest examples, and a later call for the same text in the same context adds them
+        to the kept score without scoring the message again; the compiled loops, which find them in the same
+        call, score as with the default. The match it answers may hold the nearest examples all the same."""
+        if nearest not in (0, NEAREST) or exclude is not None:
             return self._match_text(text, nearest=nearest, exclude=exclude)
         last = _last_matched.get()
         if last is not None and last[0] is self and last[1] == text:
-            return last[2]
-        matched = self._match_text(text)
-        _last_matched.set((self, text, matched))
+            matched, vector = last[2], last[3]
+            if nearest and vector is not None:
+                matched = self._with_nearest(matched, vector)
+                _last_matched.set((self, text, matched, None))
+            return matched
+        if nearest or self.engine == COMPILED or not self.offline:
+            matched, kept = self._match_text(text), None
+        else:
+            kept = self.vectoriser.vector(text)
+            matched = self._matched(*self._bayes_match(kept, NO_FEATURES, 0))
+        _last_matched.set((self, text, matched, kept))
         return matched
+
+    def _with_nearest(self, matched: ExamplesMatch, vector: _Vector) -> ExamplesMatch:
+        """``matched`` (scored with ``nearest=0``) with its best intent's :data:`NEAREST` examples nearest the
+        message, as :meth:`match` finds them."""
+        if not matched.ranking:
+            return matched
+        features, weights = vector
+        best = self.classes.index(matched.best[0])
+        near, near_scores = self._nearest(features, weights, best, NO_FEATURES, NEAREST)
+        return replace(matched, nearest=self._neighbours(near, near_scores / 2))  # the mean of the two blocks'
 
     def _match_text(self, text: str, *, nearest: int = NEAREST, exclude: Excluded = None) -> ExamplesMatch:
         if self.engine != COMPILED or not self.offline or exclude is not None:
@@ -462,19 +487,22 @@ class ExampleIndex:
     ) -> ExamplesMatch:
         """The match from the kernels' answer: the ranked intents (class numbers and scores), "none of these" (the
         likeliest background class's number, -1 for none, and the background's score), the nearest examples."""
-        classes, texts, row_names = self.classes, self.texts, self._row_names
+        classes = self.classes
         ranking = tuple((classes[k], score) for k, score in zip(top.tolist(), scores.tolist(), strict=True) if k >= 0)
-        neighbours = tuple(
-            Neighbour(row_names[row], texts[row], score)
-            for row, score in zip(near.tolist(), near_scores.tolist(), strict=True)
-            if row >= 0
-        )
         background, none_score = int(none[0]), float(none[1])
         return ExamplesMatch(
             ranking=ranking,
-            nearest=neighbours,
+            nearest=self._neighbours(near, near_scores),
             vectoriser=self.vectoriser.name,
             none_of_these=(classes[background], none_score) if background >= 0 else ("", 0.0),
+        )
+
+    def _neighbours(self, near: np.ndarray, near_scores: np.ndarray) -> tuple[Neighbour, ...]:
+        texts, row_names = self.texts, self._row_names
+        return tuple(
+            Neighbour(row_names[row], texts[row], score)
+            for row, score in zip(near.tolist(), near_scores.tolist(), strict=True)
+            if row >= 0
         )
 
     def _bayes_match(self, vector: tuple[np.ndarray, np.ndarray], rows: np.ndarray, nearest: int) -> tuple[Any, ...]:
@@ -513,7 +541,9 @@ class ExampleIndex:
             near, near_scores = nearest_examples(features, weights, self._decide[3], top[:1], rows, nearest)
         else:
             top, probabilities, background, none_score = _posterior_rank(scores, min(RANKED, intents), intents)
-            near, near_scores = self._nearest(features, weights, int(top[0]), rows, nearest)
+            near, near_scores = (
+                self._nearest(features, weights, int(top[0]), rows, nearest) if nearest else (NO_FEATURES, NO_WEIGHTS)
+            )
         return (
             top,
             probabilities,

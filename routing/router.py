@@ -286,7 +286,7 @@ class CompiledRouter:
             or self.examples.vectoriser.remote
         ):
             return found
-        match = self.examples.match_text(text)
+        match = self.examples.match_text(text, nearest=0)  # the scores alone: no example is read here
         if match.elsewhere(found.hits[0].intent.name) < self.keyword_check:
             return found
         kind, none = match.none_of_these

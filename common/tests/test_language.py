@@ -45,9 +45,11 @@ ENGLISH = [
 ]
 
 
-@pytest.fixture(autouse=True, params=["py3langid", "compiled"])
-def scorer(request, monkeypatch):
-    """Every test on both scorers: py3langid's own (the default) and the compiled loop (a process with numba)."""
+@pytest.fixture(autouse=True, params=["python", "py3langid", "compiled"])
+def scorer(request, monkeypatch, settings):
+    """Every test on the three scorers: the plain Python reading (the default), py3langid's own (``STOCK_PATHS``) and
+    the compiled loop (a process with numba); all three py3langid's in the test command's stock-path pass."""
+    settings.STOCK_PATHS = settings.STOCK_PATHS or request.param == "py3langid"
     monkeypatch.setattr(language, "_compiled", request.param == "compiled")
     monkeypatch.setattr(language, "_scorer", None)
     return request.param
@@ -103,6 +105,14 @@ def test_the_scorer_gives_py3langids_language_and_probability_for_every_kind_of_
     ]
     texts += PORTUGUESE + SPANISH + ENGLISH
     texts += ["MINHA FATURA VEIO ALTA", "sim", "ok", "", "👍 ✓", "R$ 289,90", "a" * 2000, "Olá, você está aí?\n\tsim"]
+    texts += [  # answers: the longer a text, the more its sums round
+        "Sua fatura de novembro ficou em R$ 189,90 porque incluiu a cobrança proporcional do novo plano e um serviço "
+        "adicional. Posso abrir uma contestação se você não reconhece algum item.",
+        "Tu factura de noviembre subió porque incluye el cargo proporcional del nuevo plan. ¿Quieres que abra un "
+        "reclamo por algún cargo que no reconoces?",
+        "Your November bill went up because it includes the prorated charge of the new plan and an add-on service. "
+        "I can open a dispute for any charge you do not recognise.",
+    ]
     assert len(texts) > 300
     reference = identifier()
 
@@ -143,7 +153,7 @@ def test_py3langids_walk_reads_the_mapped_tables_as_integers_without_copying_the
     import numpy as np
 
     if scorer != "py3langid":
-        pytest.skip("the compiled loop reads the arrays itself")
+        pytest.skip("only py3langid's own scorer is handed the tables")
     settings.VAR_DIR = tmp_path
     nextmove, _, output, *_ = mapped = language._arrays()
     model = language._stock_scorer(mapped).__self__
@@ -192,7 +202,7 @@ def test_the_compiled_loop_scores_once_a_process_has_numba_and_never_with_the_st
     monkeypatch.setattr(language, "_compiled", False)
     monkeypatch.setattr(language, "_scorer", None)
     language_scores("ok")
-    assert language._scorer is not None and language._scorer.__qualname__ == "LanguageIdentifier.classify"
+    assert language._scorer is not None and language._scorer.__qualname__ == "_python_scorer.<locals>.score"
 
     language_compiled_use()
     assert language._scorer is None

@@ -388,3 +388,42 @@ def test_a_version_calibrated_for_the_earlier_cosine_score_keeps_its_offline_tie
     assert examples_index(INTENTS, old, set()) is None  # 0.16 on a posterior would let most messages through
     assert examples_index(INTENTS, {**old, "examples_score": OFFLINE_SCORE}, set()) is not None
     assert examples_index(INTENTS, {**old, "examples_score": OFFLINE_SCORE, "examples_enabled": False}, set()) is None
+
+
+@pytest.mark.parametrize("text", ["minha fatura veio muito cara este mês", "o pedido do TCC que o professor fez"])
+def test_the_keyword_check_reads_no_nearest_example_and_the_tier_after_it_adds_them_without_scoring_again(
+    engine, monkeypatch, text
+):
+    """The keyword check reads a message's scores alone (:meth:`ExampleIndex.match_text` with ``nearest=0``): NumPy's
+    and scikit-learn's engines find no nearest examples for it, and the examples tier asking after it in the same
+    turn (a hit set aside) gets the same match as a fresh score, the message scored once."""
+    import contextvars
+
+    compiled = router(keyword_check=0.5)
+    scored: list[str] = []
+
+    def counted(name: str):
+        method = getattr(ExampleIndex, name)
+
+        def call(index, *args):
+            scored.append(name)
+            return method(index, *args)
+
+        return call
+
+    monkeypatch.setattr(ExampleIndex, "_bayes_match", counted("_bayes_match"))
+    monkeypatch.setattr(ExampleIndex, "_nearest", counted("_nearest"))
+
+    def check_then_tier():
+        compiled.checked_keyword_match(text)
+        checked = list(scored)
+        return checked, compiled.examples.match_text(text)
+
+    checked, match = contextvars.Context().run(check_then_tier)
+    turn = list(scored)
+    fresh = contextvars.Context().run(compiled.examples.match_text, text)
+
+    assert match == fresh and match.nearest
+    if engine != examples.COMPILED:  # the compiled loops score and find the nearest examples in one call
+        assert checked == ["_bayes_match"]
+        assert turn == ["_bayes_match", "_nearest"]
