@@ -29,7 +29,7 @@ TURN_ATTRIBUTES = {"conversation_key", "tenant", "profile"}
 
 
 @pytest.fixture
-def demo(db, mcp_servers):
+def demo(transactional_db, mcp_servers):
     demo_seed()
     for name, url in mcp_servers.items():
         McpServer.objects.filter(name=name).update(endpoint=url)
