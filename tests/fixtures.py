@@ -509,8 +509,8 @@ class Migrations:
         ContentType.objects.clear_cache()
 
     def close(self) -> None:
-        """The test database at the latest state again: the connection back on it (and the database of
-        :meth:`installed_at` dropped), or the test database migrated forward."""
+        """The test database at the latest state again: the connection back on it (and the copy of
+        :meth:`installed_at` or :meth:`back_to` dropped), or the test database migrated forward."""
         if self._copy is None:
             self.forward()
             return
