@@ -46,6 +46,12 @@ ENV_SWITCH = "TEST_DEMO_SNAPSHOT"
 ENV_PREFIX = "MCP_"
 MAX_SNAPSHOTS_PER_KEY = 4
 QUOTED_NAME = re.compile(r'"([A-Za-z0-9_]+)"')
+INSERTED_INTO = re.compile(r'^\s*INSERT INTO "([A-Za-z0-9_]+)"', re.IGNORECASE)
+# The field history's table (django-auditlog's entries), which every audited write appends to, a test's own fixtures'
+# (its API key, say) before the command: where the command only inserts into it (never reads, changes or deletes an
+# entry), its content is no pre-state of the command's, and a restore adds the entries the command added (new ids
+# from the table's own sequence, their times moved on to now by as much as the first's) to those there.
+APPENDED = {"auditlog_logentry": "timestamp"}  # table -> the column of when each row was written
 R = TypeVar("R")
 
 
@@ -62,6 +68,8 @@ class Snapshot:
     rows: dict[str, bytes | list[tuple]]
     sequences: dict[str, int]  # sequence -> last value after the command, for every sequence it advanced
     output: Any  # what the call returned, as plain data (``replayed``'s ``keep``)
+    # The history's table (:data:`APPENDED`), if the command only inserted into it: the rows it added, less their ids
+    added: dict[str, bytes | list[tuple]] = field(default_factory=dict)
 
 
 @dataclass
@@ -183,6 +191,65 @@ def _copy_out(table: str) -> bytes | list[tuple]:
         return b"".join(bytes(block) for block in copy)
 
 
+def _max_id(table: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT coalesce(max(id), 0) FROM {_quote(table)}")  # noqa: S608 — a name from the catalogue
+        return int(cursor.fetchone()[0])
+
+
+def _columns_but_id(table: str) -> list[str]:
+    with connection.cursor() as cursor:
+        described = connection.introspection.get_table_description(cursor, table)
+    return [column.name for column in described if column.name != "id"]
+
+
+def _added_out(table: str, after_id: int) -> bytes | list[tuple]:
+    """The rows of ``table`` past ``after_id``, in id order, without their ids."""
+    columns = ", ".join(_quote(column) for column in _columns_but_id(table))
+    query = f"SELECT {columns} FROM {_quote(table)} WHERE id > {int(after_id)} ORDER BY id"  # noqa: S608 — idem
+    with connection.cursor() as cursor:
+        if _sqlite():
+            cursor.execute(query)
+            return [tuple(row) for row in cursor.fetchall()]
+        with cursor.copy(f"COPY ({query}) TO STDOUT") as copy:
+            return b"".join(bytes(block) for block in copy)
+
+
+def _added_in(table: str, rows: bytes | list[tuple]) -> None:
+    """The rows of :func:`_added_out` inserted after those there, with new ids, and written later than them: their
+    times moved on by as much as puts the first at now."""
+    from django.apps import apps
+    from django.db.models import F, Min
+    from django.utils import timezone
+
+    model = next(model for model in apps.get_models() if model._meta.db_table == table)
+    last, when = _max_id(table), APPENDED[table]
+    names = _columns_but_id(table)
+    columns = ", ".join(_quote(column) for column in names)
+    with connection.cursor() as cursor:
+        if isinstance(rows, list):
+            if rows:
+                marks = ", ".join(["%s"] * len(names))
+                cursor.executemany(f"INSERT INTO {_quote(table)} ({columns}) VALUES ({marks})", rows)  # noqa: S608
+        elif rows:
+            with cursor.copy(f"COPY {_quote(table)} ({columns}) FROM STDIN") as copy:
+                copy.write(rows)
+    added = model._base_manager.filter(id__gt=last)
+    first = added.aggregate(first=Min(when))["first"]
+    if first is not None:
+        added.update(**{when: F(when) + (timezone.now() - first)})
+
+
+def _id_sequence(table: str) -> str:
+    """The name :func:`sequences` gives the counter of ``table``'s ids."""
+    if _sqlite():
+        return table
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [_quote(table)])
+        (qualified,) = cursor.fetchone()
+    return qualified.rsplit(".", 1)[-1].strip('"') if qualified else ""
+
+
 def _copy_in(table: str, rows: bytes | list[tuple]) -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {_quote(table)}")  # noqa: S608 — a name from the catalogue
@@ -213,6 +280,8 @@ def _restore(snapshot: Snapshot) -> None:
 
     for table, rows in snapshot.rows.items():
         _copy_in(table, rows)
+    for table, rows in snapshot.added.items():
+        _added_in(table, rows)
     sequences_set(dict(snapshot.sequences))
     config_version_bump()  # the rows came back without the signals that bump it
 
@@ -221,26 +290,35 @@ def _record(call: Callable[[], R]) -> tuple[R, Snapshot]:
     tables = _tables()
     before = table_md5s(tables)
     sequences_before = sequences()
+    appended = [table for table in APPENDED if table in tables]
+    last_ids = {table: _max_id(table) for table in appended}
     named: set[str] = set()
+    read: set[str] = set()  # named by a statement other than an INSERT into them
 
     def record(execute, sql, params, many, context):
-        named.update(QUOTED_NAME.findall(sql))
+        names = set(QUOTED_NAME.findall(sql))
+        named.update(names)
+        inserted = INSERTED_INTO.match(sql)
+        read.update(names - {inserted.group(1)} if inserted else names)
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(record):
         result = call()
     after = table_md5s(tables)
     changed = [table for table in tables if before[table] != after[table]]
-    depends = (named & set(tables)) | set(changed)  # the configuration version's table is not among them
+    only_added = [table for table in appended if table not in read]
+    depends = ((named & set(tables)) | set(changed)) - set(only_added)  # nor is the configuration version's table
+    skipped = {_id_sequence(table) for table in only_added}  # new ids as the table gives them
     snapshot = Snapshot(
         pre_state={table: before[table] for table in sorted(depends)},
-        rows={table: _copy_out(table) for table in changed},
+        rows={table: _copy_out(table) for table in changed if table not in only_added},
         sequences={
             name: value
             for name, value in sequences().items()
-            if value is not None and value != sequences_before.get(name)
+            if value is not None and value != sequences_before.get(name) and name not in skipped
         },
         output=None,
+        added={table: _added_out(table, last_ids[table]) for table in only_added if table in changed},
     )
     return result, snapshot
 

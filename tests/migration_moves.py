@@ -17,7 +17,7 @@ from django.db import connection, models
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.graph import MigrationGraph
 
-from tests.platform_instance import MIGRATED_DATABASE, postgres_server
+from tests.platform_instance import MIGRATED_DATABASE, migrated_database, postgres_server
 
 Rows = Mapping[str, tuple[type[models.Model], Sequence[str]]]  # historical label -> (today's model, compared columns)
 Targets = Sequence[tuple[str, str | None]]  # as ``executor.migrate(targets)`` takes them; ``(app, None)``: none of it
@@ -39,6 +39,7 @@ STATES: tuple[tuple[tuple[str, str | None], ...], ...] = (
     (("routing", "0031_multi_agent_flag_description_in_plain_words"),),
     (("routing", "0032_history_user_ids_pseudonymised"),),
     (("routing", "0033_version_released_at"),),
+    (("routing", "0035_history_opaque_user_ids_pseudonymised"),),
 )
 
 
@@ -125,6 +126,21 @@ def copy_installed_at(targets: Targets) -> str:
         finally:
             server.execute("SELECT pg_advisory_unlock(hashtext(%s))", (names[0],))
         server.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{names[index]}"')
+    return copy
+
+
+def copy_latest() -> str | None:
+    """A new copy of the run's migrated database (:func:`tests.platform_instance.migrated_database`): its name (the
+    caller drops it), or None where the suite does not run on PostgreSQL. The same as the test database was before
+    its test, less the rows the test's fixtures stored: a test migrates it back and forth, and the test database
+    never needs migrating forward again after. (On SQLite migrating back costs the most, forward the least: there
+    a test migrates the test database itself.)"""
+    if connection.vendor != "postgresql":
+        return None
+    template = migrated_database()
+    copy = f"{template}_latest_{secrets.token_hex(4)}"  # dropped with the run's databases if a test cannot
+    with postgres_server() as server:
+        server.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{template}"')
     return copy
 
 

@@ -9,6 +9,7 @@ import pytest
 from agents.models import AgentProfile
 
 BEFORE = ("agents", "0006_examples_tier")
+MIGRATION = ("agents", "0007_examples_naive_bayes_defaults")
 
 
 @pytest.mark.slow  # migrates a database of an early state forwards
@@ -28,11 +29,11 @@ def test_offline_rules_chosen_for_the_cosine_score_go_back_to_the_careful_defaul
         examples_calibration=calibrated,
     )
 
-    migrations.forward()
+    migrated = migrations.forward_to(MIGRATION).get_model("agents", "AgentProfile").objects
 
-    offline = AgentProfile.objects.get(agent_id="cosine")
+    offline = migrated.get(agent_id="cosine")
     assert (offline.examples_threshold, offline.examples_margin, offline.examples_calibration) == (0.9, 0.8, {})
-    embedded = AgentProfile.objects.get(agent_id="embedded")
+    embedded = migrated.get(agent_id="embedded")
     assert (embedded.examples_threshold, embedded.examples_margin) == (0.55, 0.05)
     assert embedded.examples_calibration == calibrated
     assert AgentProfile._meta.get_field("examples_threshold").default == 0.9

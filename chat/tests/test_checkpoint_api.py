@@ -15,7 +15,8 @@ MSISDN = "5511999999999"
 
 @pytest.fixture
 def demo(seeded_demo):
-    """The demo configuration with its MCP servers running (tests/mcp_fixtures.py)."""
+    """The demo configuration with its MCP servers running (tests/mcp_fixtures.py). Asked for before the keys: the
+    demo reads the tenants, so seeded after a key's tenant was made it is seeded for real, not restored."""
 
 
 def say(api, text: str, *, agent_id: str, session: str, **context) -> dict:
@@ -32,7 +33,7 @@ def checkpoint(api, key: str):
     return api.get(f"/api/sessions/{key}/checkpoint")
 
 
-def test_after_a_delegation_the_checkpoint_shows_the_open_sub_conversation(api, demo, django_assert_max_num_queries):
+def test_after_a_delegation_the_checkpoint_shows_the_open_sub_conversation(demo, api, django_assert_max_num_queries):
     key = say(api, "Minha fatura veio alta", agent_id="telecom_assistente", session="cp-1", msisdn=MSISDN)[
         "conversation_key"
     ]
@@ -51,7 +52,7 @@ def test_after_a_delegation_the_checkpoint_shows_the_open_sub_conversation(api, 
     assert {"state", "active_intent", "pending_result", "goal_state", "cohort", "ended_at", "updated_at"} <= body.keys()
 
 
-def test_after_a_permission_question_the_checkpoint_shows_it_pending_then_granted(api, demo):
+def test_after_a_permission_question_the_checkpoint_shows_it_pending_then_granted(demo, api):
     asked = say(api, "Estou sem sinal no celular", agent_id="telecom_contas", session="cp-2", msisdn=MSISDN)
     key = asked["conversation_key"]
 
@@ -67,7 +68,7 @@ def test_after_a_permission_question_the_checkpoint_shows_it_pending_then_grante
     assert (granted["message_count"], granted["turn_tickets_done"]) == (4, 2)
 
 
-def test_another_tenants_conversation_is_not_found(api, outsider_api, demo):
+def test_another_tenants_conversation_is_not_found(demo, api, outsider_api):
     key = say(api, "Minha fatura veio alta", agent_id="telecom_assistente", session="cp-3", msisdn=MSISDN)[
         "conversation_key"
     ]

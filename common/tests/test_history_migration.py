@@ -27,7 +27,7 @@ def test_a_model_endpoint_recorded_raw_before_the_migration_keeps_its_host_but_n
     )
     backend = record(RemoteBackend, {"api_key": ["sk-old-key", "sk-new-key"], "timeout": ["30.0", "4.5"]})
 
-    migrations.forward()
+    migrations.forward_to(("common", "0002_history_addresses_masked"))
 
     assert LogEntry.objects.get(pk=profile).changes == {
         "llm_base_url": ["None", "https://***@llm.example/v1?api_key=***"],

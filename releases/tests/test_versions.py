@@ -204,10 +204,11 @@ def test_the_first_publish_of_a_real_document_is_described_against_nothing(telec
 
 @pytest.mark.django_db(transaction=True)
 def test_versions_stored_before_where_was_recorded_say_it_when_their_note_does(migrations):
-    profile = AgentProfile.objects.create(agent_id="notes", name="Notes")  # agents' tables stay as they are
-    # Back, not installed_at: the suite's run of the reverse of every migration after it (the other tests of later
-    # routing migrations start from a database installed at theirs).
+    # Back, not installed_at, and forward to the latest again: the suite's run of the reverse of every migration after
+    # it and of their forwards on the schema the reverses left (the other tests of later routing migrations start
+    # from a database installed at theirs, and migrate no further than their own).
     old = migrations.back_to(("routing", "0022_help_texts_without_docs_paths"))
+    profile = AgentProfile.objects.create(agent_id="notes", name="Notes")  # agents' tables stay as they are
     for number, note in enumerate(["Demo import (config/demo)", "Imported from agents.yaml", "by hand"], start=1):
         old.get_model("routing", "RoutingVersion").objects.create(
             profile_id=profile.pk, number=number, note=note, document={}

@@ -185,7 +185,9 @@ def test_entries_recorded_with_raw_ids_before_the_migration_are_rewritten(migrat
     change = Change.objects.create(flag_key="multi_agent", what=f"user_override:{CUSTOMER}", actor="test")
     tenant_change = Change.objects.create(flag_key="multi_agent", what="tenant_override:acme", actor="test")
 
-    migrations.forward()
+    changed = migrations.forward_to(("routing", "0032_history_user_ids_pseudonymised")).get_model(
+        "routing", "RolloutFlagChange"
+    )
 
     entry.refresh_from_db()
     assert entry.object_repr == f"{pseudonym(CUSTOMER)}: on"
@@ -194,8 +196,8 @@ def test_entries_recorded_with_raw_ids_before_the_migration_are_rewritten(migrat
         "enabled": ["None", "True"],
         "note": ["None", "ana: piloto"],
     }
-    assert RolloutFlagChange.objects.get(pk=change.pk).what == f"user_override:{pseudonym(CUSTOMER)}"
-    assert RolloutFlagChange.objects.get(pk=tenant_change.pk).what == "tenant_override:acme"
+    assert changed.objects.get(pk=change.pk).what == f"user_override:{pseudonym(CUSTOMER)}"
+    assert changed.objects.get(pk=tenant_change.pk).what == "tenant_override:acme"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -216,7 +218,9 @@ def test_opaque_ids_the_first_rewrite_kept_are_rewritten_and_pseudonyms_are_kept
     ]
     tenant_change = Change.objects.create(flag_key="multi_agent", what="tenant_override:acme", actor="test")
 
-    migrations.forward()
+    changed = migrations.forward_to(("routing", "0035_history_opaque_user_ids_pseudonymised")).get_model(
+        "routing", "RolloutFlagChange"
+    )
 
     names = [
         (entry.object_repr, entry.changes["user_id"])
@@ -228,8 +232,8 @@ def test_opaque_ids_the_first_rewrite_kept_are_rewritten_and_pseudonyms_are_kept
         f"{pseudonym(OPAQUE[1])}: off",
         {"user_id": [pseudonym(OPAQUE[1]), "None"], "enabled": ["False", "None"]},
     )
-    whats = RolloutFlagChange.objects.filter(pk__in=[change.pk for change in changes]).order_by("pk")
+    whats = changed.objects.filter(pk__in=[change.pk for change in changes]).order_by("pk")
     assert list(whats.values_list("what", flat=True)) == [
         f"user_override:{pseudonym(user_id)}" for user_id in (CUSTOMER, *OPAQUE)
     ]
-    assert RolloutFlagChange.objects.get(pk=tenant_change.pk).what == "tenant_override:acme"
+    assert changed.objects.get(pk=tenant_change.pk).what == "tenant_override:acme"
