@@ -17,7 +17,9 @@ built (the simulation dates them back).
 Only bench tenants (``bench_tenant_N``) get data. Everything comes from one ``random.Random(seed)``, so a seed
 and an ``until`` give the same rows; the batch size changes only how they are written. The rows go in with
 ``COPY`` on PostgreSQL, with ``executemany`` elsewhere; the columns and their values come from each model's
-fields, encoded as Django encodes them (JSON included).
+fields, encoded as Django encodes them (JSON included). Most conversations are replays of simulated ones
+(:class:`Replayer`): on PostgreSQL the database makes them, ``INSERT … SELECT`` from the kept conversations' rows
+(:class:`_DatabaseReplays`), the same rows as a copy in Python makes elsewhere.
 """
 
 from __future__ import annotations

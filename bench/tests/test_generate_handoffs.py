@@ -512,3 +512,19 @@ def test_replays_the_database_makes_are_the_rows_python_copies(demo):
     )
     assert made.escalations == copied.escalations and made.desk_messages == copied.desk_messages
     assert Escalation.objects.exists() and MessageFeedback.objects.exists()  # replayed with the rest
+    assert not dangling()  # written with the foreign keys unchecked (bench.benchdata._references_trusted)
+
+
+def dangling() -> dict[str, int]:
+    """Per table and foreign key of the generator's tables, the rows pointing at a row that does not exist."""
+    from bench.benchdata import TABLES
+
+    found = {}
+    for model, _ in TABLES:
+        for each in model._meta.concrete_fields:
+            if each.is_relation:
+                rows = model.objects.filter(**{f"{each.attname}__isnull": False}).exclude(
+                    **{f"{each.attname}__in": each.related_model._base_manager.values("pk")}
+                )
+                found[f"{model.__name__}.{each.name}"] = rows.count()
+    return {name: count for name, count in found.items() if count}
