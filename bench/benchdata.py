@@ -36,7 +36,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -2453,34 +2452,23 @@ def _batches(
     progress: Callable[[Progress], None] | None,
     started: float,
 ) -> None:
-    """Draw and write conversations, a transaction per ``size`` handoffs, until ``count`` handoffs are written.
-
-    The next batch is drawn in a thread of its own while the database writes one (drawing needs no database, and the
-    writing thread waits on it most of the time): the same batches, in the same order, as one after the other.
-    """
+    """Draw and write conversations, a transaction per ``size`` handoffs, until ``count`` handoffs are written."""
+    current = Batch()
     written = 0
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-draw") as drawing:
-        current = _batch_drawn(replayer, count=count - written, size=size, report=report)
-        while current.conversation_place():
-            written += current.handoff_count()
-            following = drawing.submit(_batch_drawn, replayer, count=count - written, size=size, report=report)
+    while written + current.handoff_count() < count or current.conversation_place():
+        if written + current.handoff_count() < count:
+            _draw(replayer, current, count - written - current.handoff_count(), report)
+        if current.handoff_count() >= size or written + current.handoff_count() >= count:
             try:
                 _flush(current, replays)
             except IntegrityError as exc:
                 raise BenchDataError(f"{ERROR_ALREADY_GENERATED} ({exc})") from exc
+            written += current.handoff_count()
             _count(report, current, replayer.replayed)
+            current = Batch()
             if progress is not None:
                 seconds = time.perf_counter() - started
                 progress(Progress(written, count, report.conversations, report.messages, seconds))
-            current = following.result()
-
-
-def _batch_drawn(replayer: Replayer, *, count: int, size: int, report: GenerateReport) -> Batch:
-    """A batch of conversations drawn until it holds ``size`` handoffs, or ``count`` (all there are left)."""
-    batch = Batch()
-    while batch.handoff_count() < min(size, count):
-        _draw(replayer, batch, count - batch.handoff_count(), report)
-    return batch
 
 
 @contextlib.contextmanager
