@@ -1781,8 +1781,7 @@ def _stamp(rows: TurnRows, persisted: float) -> None:
 REPLAY_POOL = 10_000  # simulated conversations kept to be replayed (about 150 MB of rows)
 REPLAY_MINIMUM = 200  # a kind of conversation is replayed once this many of its kind are kept
 REPLAY_FRESH = 0.05  # share of conversations simulated anew once their kind is replayed: the pool keeps changing
-REPLAY_CUT = 3 * 86400.0  # seconds: conversations arriving this close to the range's end are not kept (their end
-# depends on it: a person still answering, a conversation not yet closed)
+REPLAY_CUT = 3 * 86400.0  # seconds: conversations arriving this close to the range's end are always simulated
 
 
 @dataclass(eq=False)
@@ -1829,10 +1828,10 @@ class Replayer:
     moves their times (in Python, or in the database: ``in_database``, see :class:`_DatabaseReplays`). A kind of
     conversation is replayed once :data:`REPLAY_MINIMUM` of its kind were simulated, then :data:`REPLAY_FRESH` of them
     are simulated anew and take a random place among the ``pool`` kept, so the mix drawn stays the simulator's.
-    Conversations arriving in the last :data:`REPLAY_CUT` of the range are not kept, and a kept one is replayed only
-    where all of it falls before the range's end (else it is simulated): what happens after a conversation's last
-    message (a person still answering, the close) depends on that end. Everything comes from the simulator's
-    ``rng``, in the same order either way: a seed gives the same rows.
+    Conversations arriving in the last :data:`REPLAY_CUT` of the range are always simulated, and a kept one is
+    replayed only where all of it falls before the range's end (else it is simulated): what happens after a
+    conversation's last message (a person still answering, the close) depends on that end. Everything comes from the
+    simulator's ``rng``, in the same order either way: a seed gives the same rows.
     """
 
     def __init__(self, simulator: Simulator, *, pool: int, minimum: int, fresh: float, in_database: bool = False):
@@ -1853,13 +1852,14 @@ class Replayer:
         kind = (who.catalogue.agent_id, who.multi_agent, arrival >= simulator.supervisor_from)
         kept = self.kept.setdefault(kind, [])
         self._drawn = None
-        if self.pool and len(kept) >= self.minimum and rng.random() >= self.fresh:
+        early = arrival < simulator.until - REPLAY_CUT
+        if self.pool and early and len(kept) >= self.minimum and rng.random() >= self.fresh:
             template = kept[rng.randrange(len(kept))]
             if arrival + template.span <= simulator.until:
                 return self._replay(template, who, arrival, batch)
         place, first_message, mark = batch.conversation_place(), batch.message_place(), batch.mark()
         counted = simulator.conversation(place, batch, who, turns, arrival)
-        if self.pool and arrival < simulator.until - REPLAY_CUT:
+        if self.pool and early:
             rows = {name: getattr(batch, name)[mark[name] :] for name in TABLE_NAMES}
             arrived = rows["conversations"][0].created_at.timestamp()
             self._drawn = (
