@@ -2407,6 +2407,8 @@ def bench_data_generate(
     )
     if in_database is None:
         in_database = connection.vendor == "postgresql"
+    if in_database and connection.vendor != "postgresql":
+        raise BenchDataError("the database makes the replays on PostgreSQL only.")
     replayer = Replayer(
         simulator, pool=pool, minimum=min(REPLAY_MINIMUM, pool // 20), fresh=REPLAY_FRESH, in_database=in_database
     )

@@ -494,7 +494,14 @@ def every_row() -> dict[str, list[tuple]]:
 
 
 def test_replays_the_database_makes_are_the_rows_python_copies(demo):
-    from bench.benchdata import bench_data_clear, bench_data_generate
+    from django.db import connection
+
+    from bench.benchdata import BenchDataError, bench_data_clear, bench_data_generate
+
+    if connection.vendor != "postgresql":
+        with pytest.raises(BenchDataError, match="PostgreSQL only"):
+            bench_data_generate(count=10, until=UNTIL, in_database=True)
+        return
 
     generate_args = {"count": 3000, "days": DAYS, "seed": 5, "batch": 700, "until": UNTIL, "pool": 100}
     copied = bench_data_generate(**generate_args, in_database=False)
