@@ -115,7 +115,9 @@ def _vacuum_analyze() -> float:
     return time.perf_counter() - started
 
 
-def _sizes() -> list[tuple[str, int, str]]:
+def _sizes() -> list[tuple[str, int, int, int]]:
+    """Per table the generator fills: its rows, and its bytes on disk with its indexes (a partitioned table's
+    partitions summed), and of those its indexes'."""
     from django.db import connection
 
     from conversations.models import ConversationOutcome, Escalation, MessageFeedback
@@ -128,12 +130,20 @@ def _sizes() -> list[tuple[str, int, str]]:
     rows = []
     with connection.cursor() as cursor:
         for table in tables:
-            cursor.execute(
-                f"SELECT count(*), pg_size_pretty(pg_total_relation_size('{table}')) FROM {table}"  # noqa: S608
+            cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608
+            count = cursor.fetchone()[0]
+            cursor.execute(  # a plain table's partition tree is empty
+                "SELECT sum(pg_total_relation_size(oid)), sum(pg_indexes_size(oid)) FROM pg_class "
+                "WHERE oid = to_regclass(%s) OR oid IN (SELECT relid FROM pg_partition_tree(%s))",
+                [table, table],
             )
-            count, size = cursor.fetchone()
-            rows.append((table, count, size))
+            total, indexes = cursor.fetchone()
+            rows.append((table, count, int(total), int(indexes)))
     return rows
+
+
+def _mb(size: int) -> str:
+    return f"{size / 2**20:,.0f} MB"
 
 
 def _span() -> tuple[datetime, datetime, float]:
@@ -265,8 +275,11 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"handoffs from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC; {tenant_share:.0%} of them {TENANT}'s"
         )
-        for table, count, size in sizes:
-            print(f"  {table}: {count:,} rows, {size}")
+        for table, count, size, indexes in sizes:
+            print(f"  {table}: {count:,} rows, {_mb(size)} ({_mb(indexes)} of it indexes)")
+        everything = sum(size for _, _, size, _ in sizes)
+        handoffs = next(count for table, count, _, _ in sizes if table == "agent_handoffs")
+        print(f"  in all {_mb(everything)}, {everything / max(handoffs, 1):,.0f} bytes a handoff")
         print(
             f"\nmedian / slowest of {args.runs} warm runs, ms, client-side over HTTP (platform.serve, 1 worker); "
             f"key = an API key of {TENANT}, staff = a staff session over every tenant; "

@@ -17,7 +17,9 @@ built (the simulation dates them back).
 Only bench tenants (``bench_tenant_N``) get data. Everything comes from one ``random.Random(seed)``, so a seed
 and an ``until`` give the same rows; the batch size changes only how they are written. The rows go in with
 ``COPY`` on PostgreSQL, with ``executemany`` elsewhere; the columns and their values come from each model's
-fields, encoded as Django encodes them (JSON included).
+fields, encoded as Django encodes them (JSON included). Most conversations are replays of simulated ones
+(:class:`Replayer`): on PostgreSQL the database makes them, ``INSERT … SELECT`` from the kept conversations' rows
+(:class:`_DatabaseReplays`), the same rows as a copy in Python makes elsewhere.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.conf import settings
@@ -378,11 +381,39 @@ class Batch:
     handoffs: list[Handoff] = field(default_factory=list)
     ratings: list[MessageFeedback] = field(default_factory=list)
     outcomes: list[ConversationOutcome] = field(default_factory=list)
+    # Replays the database makes (:func:`_replays_write`): each takes the places of its conversation and messages.
+    replays: list[_Replay] = field(default_factory=list)
+    replayed_messages: int = 0
+    replayed_handoffs: int = 0
+    kept: list[_Template] = field(default_factory=list)  # conversations of the batch kept to be replayed
+    dropped: list[_Template] = field(default_factory=list)  # kept ones that made room for others
+
+    def conversation_place(self) -> int:
+        """The place of the batch's next conversation."""
+        return len(self.conversations) + len(self.replays)
+
+    def message_place(self) -> int:
+        """The place of the batch's next message."""
+        return len(self.messages) + self.replayed_messages
+
+    def handoff_count(self) -> int:
+        return len(self.handoffs) + self.replayed_handoffs
+
+    def mark(self) -> dict[str, int]:
+        """Where the batch ends now: :meth:`cut` takes it back there."""
+        marks = {name: len(getattr(self, name)) for name in (*TABLE_NAMES, "replays")}
+        return marks | {"replayed_messages": self.replayed_messages, "replayed_handoffs": self.replayed_handoffs}
+
+    def cut(self, mark: dict[str, int]) -> None:
+        """Take back what was added since ``mark``."""
+        for name in (*TABLE_NAMES, "replays"):
+            del getattr(self, name)[mark[name] :]
+        self.replayed_messages, self.replayed_handoffs = mark["replayed_messages"], mark["replayed_handoffs"]
 
     def add(self, rows: TurnRows) -> None:
         """Append a turn's rows; its messages get their places, and the rows pointing at them the same."""
         for message in rows.messages:
-            message.pk = len(self.messages)
+            message.pk = self.message_place()
             self.messages.append(message)
         rows.link()
         if rows.decision is not None:
@@ -393,7 +424,7 @@ class Batch:
             self.escalations.append(rows.escalation)
 
     def add_message(self, message: Message) -> None:
-        message.pk = len(self.messages)
+        message.pk = self.message_place()
         self.messages.append(message)
 
 
@@ -409,6 +440,7 @@ TABLES: tuple[tuple[type[Model], str], ...] = (
     (MessageFeedback, "ratings"),
     (ConversationOutcome, "outcomes"),
 )
+TABLE_NAMES = tuple(name for _, name in TABLES)
 
 
 @dataclass
@@ -1706,6 +1738,11 @@ def _classified(intent: IntentSpec, score: float) -> RouteDecision:
 
 def _conversation_row(local_id: int, who: _Who) -> Conversation:
     """The conversation as its first message creates it (``conversations.ordering.ticket_take``)."""
+    return Conversation(id=local_id, **_conversation_columns(who))
+
+
+def _conversation_columns(who: _Who) -> dict[str, Any]:
+    """The columns ``who``'s conversation is created with: its key, tenant, profile, session, user and channel."""
     data = TurnInput(
         tenant_pk=who.tenant.pk,
         tenant_slug=who.tenant.slug,
@@ -1715,7 +1752,7 @@ def _conversation_row(local_id: int, who: _Who) -> Conversation:
         user_id=who.user_id,
         channel=who.channel,
     )
-    return Conversation(id=local_id, conversation_key=data.conversation_key, **conversation_defaults(data))
+    return {"conversation_key": data.conversation_key, **conversation_defaults(data)}
 
 
 def _conversation_turn(row: Conversation, record: TurnRecord, live: LiveState, rows: TurnRows) -> None:
@@ -1747,15 +1784,39 @@ REPLAY_FRESH = 0.05  # share of conversations simulated anew once their kind is 
 REPLAY_CUT = 3 * 86400.0  # seconds: conversations arriving this close to the range's end are always simulated
 
 
-@dataclass
+@dataclass(eq=False)
 class _Template:
-    """A simulated conversation's rows (per list of a :class:`Batch`), where its messages started in that batch,
-    when it arrived, and what :meth:`Simulator.conversation` returned for it."""
+    """A simulated conversation kept to be replayed: its rows (per list of a :class:`Batch`), the places of its
+    conversation and first message in that batch, how many messages it has, when it arrived, how long after that its
+    last row is dated, the escalations it opened and what :meth:`Simulator.conversation` returned for it.
+
+    Replayed by the database (:class:`_DatabaseReplays`), it is found by the ids it was written under (``stored``:
+    its conversation's and its first message's), its rows are let go once written, and ``tally`` counts them for the
+    report."""
 
     rows: dict[str, list[Model]]
+    place: int
     first_message: int
+    messages: int
     arrival: float
+    span: float
+    escalations: tuple[Any, ...]
     counted: tuple[int, Counter, Counter]
+    tally: GenerateReport | None = None
+    stored: tuple[int, int] | None = None
+
+
+@dataclass
+class _Replay:
+    """A replay the database makes: ``template``'s rows for ``who``, moved by ``shift``, under the batch's places
+    ``place`` (the conversation) and ``first_message`` on; ``escalation``: the new id of the escalation it opened."""
+
+    template: _Template
+    who: _Who
+    shift: timedelta
+    place: int
+    first_message: int
+    escalation: uuid.UUID | None
 
 
 class Replayer:
@@ -1764,46 +1825,102 @@ class Replayer:
     user, session, channel) at the moment drawn, under new ids.
 
     Simulating a conversation turn by turn costs far more than writing it; a replay copies its rows' values and
-    moves their times. A kind of conversation is replayed once :data:`REPLAY_MINIMUM` of its kind were simulated,
-    then :data:`REPLAY_FRESH` of them are simulated anew and take a random place among the ``pool`` kept, so the
-    mix drawn stays the simulator's. Conversations arriving in the last :data:`REPLAY_CUT` of the range are always
-    simulated: their end (a person still answering, a conversation not yet closed) depends on the range's end.
-    Everything comes from the simulator's ``rng``: a seed still gives the same rows.
+    moves their times (in Python, or in the database: ``in_database``, see :class:`_DatabaseReplays`). A kind of
+    conversation is replayed once :data:`REPLAY_MINIMUM` of its kind were simulated, then :data:`REPLAY_FRESH` of them
+    are simulated anew and take a random place among the ``pool`` kept, so the mix drawn stays the simulator's.
+    Conversations arriving in the last :data:`REPLAY_CUT` of the range are always simulated, and a kept one is
+    replayed only where all of it falls before the range's end (else it is simulated): what happens after a
+    conversation's last message (a person still answering, the close) depends on that end. Everything comes from the
+    simulator's ``rng``, in the same order either way: a seed gives the same rows.
     """
 
-    def __init__(self, simulator: Simulator, *, pool: int, minimum: int, fresh: float) -> None:
+    def __init__(self, simulator: Simulator, *, pool: int, minimum: int, fresh: float, in_database: bool = False):
         self.simulator = simulator
         self.pool, self.minimum, self.fresh = pool, max(minimum, 1), fresh
+        self.in_database = in_database
         self.kept: dict[tuple[str, bool, bool], list[_Template]] = {}
-        self.seen: Counter[tuple[str, bool, bool]] = Counter()
         self.stored = 0
+        self.replayed: Counter[_Template] = Counter()  # replays the database made of each template (the report's)
+        self._drawn: tuple[tuple[str, bool, bool], _Template] | None = None  # kept once accepted
 
-    def conversation(self, local_id: int, batch: Batch) -> tuple[int, Counter, Counter]:
-        """Add one conversation to ``batch``, simulated or replayed; returns (handoffs, kinds, methods)."""
+    def conversation(self, batch: Batch) -> tuple[int, Counter, Counter]:
+        """Add one conversation to ``batch``, simulated or replayed; returns (handoffs, kinds, methods). A simulated
+        one that may be replayed is kept once :meth:`accepted`."""
         simulator = self.simulator
         rng = simulator.rng
         who, turns, arrival = simulator.drawn()
         kind = (who.catalogue.agent_id, who.multi_agent, arrival >= simulator.supervisor_from)
         kept = self.kept.setdefault(kind, [])
+        self._drawn = None
         early = arrival < simulator.until - REPLAY_CUT
         if self.pool and early and len(kept) >= self.minimum and rng.random() >= self.fresh:
-            return _replay(kept[rng.randrange(len(kept))], who, arrival, local_id, batch, rng)
-        marks = {name: len(getattr(batch, name)) for _, name in TABLES}
-        counted = simulator.conversation(local_id, batch, who, turns, arrival)
+            template = kept[rng.randrange(len(kept))]
+            if arrival + template.span <= simulator.until:
+                return self._replay(template, who, arrival, batch)
+        place, first_message, mark = batch.conversation_place(), batch.message_place(), batch.mark()
+        counted = simulator.conversation(place, batch, who, turns, arrival)
         if self.pool and early:
-            template = _Template(
-                rows={name: getattr(batch, name)[mark:] for name, mark in marks.items()},
-                first_message=marks["messages"],
-                arrival=batch.conversations[-1].created_at.timestamp(),
-                counted=counted,
+            rows = {name: getattr(batch, name)[mark[name] :] for name in TABLE_NAMES}
+            arrived = rows["conversations"][0].created_at.timestamp()
+            self._drawn = (
+                kind,
+                _Template(
+                    rows=rows,
+                    place=place,
+                    first_message=first_message,
+                    messages=len(rows["messages"]),
+                    arrival=arrived,
+                    span=_last_moment(rows) - arrived,
+                    escalations=tuple(row.pk for row in rows["escalations"]),
+                    counted=counted,
+                ),
             )
-            self.seen[kind] += 1
-            if self.stored < self.pool:
-                kept.append(template)
-                self.stored += 1
-            else:  # a random one of its kind makes room: the pool follows what is drawn
-                kept[rng.randrange(len(kept))] = template
         return counted
+
+    def accepted(self, batch: Batch) -> None:
+        """The conversation drawn last stays in ``batch``: keep it to be replayed, if it may be."""
+        if self._drawn is None:
+            return
+        (kind, template), self._drawn = self._drawn, None
+        kept = self.kept[kind]
+        if self.stored < self.pool:
+            kept.append(template)
+            self.stored += 1
+        else:  # a random one of its kind makes room: the pool follows what is drawn
+            index = self.simulator.rng.randrange(len(kept))
+            if self.in_database:
+                batch.dropped.append(kept[index])
+            kept[index] = template
+        if self.in_database:
+            if len(template.escalations) > 1:
+                raise BenchDataError("a kept conversation opened more than one escalation: it cannot be replayed.")
+            template.tally = _count(GenerateReport(), Batch(**template.rows), Counter())
+            batch.kept.append(template)
+
+    def _replay(self, template: _Template, who: _Who, arrival: float, batch: Batch) -> tuple[int, Counter, Counter]:
+        rng = self.simulator.rng
+        escalations = {pk: uuid.UUID(int=rng.getrandbits(128), version=4) for pk in template.escalations}
+        shift = timedelta(seconds=arrival - template.arrival)
+        if not self.in_database:
+            _replay(template, who, shift, batch, escalations)
+            return template.counted
+        place, first_message = batch.conversation_place(), batch.message_place()
+        escalation = next(iter(escalations.values()), None)
+        batch.replays.append(_Replay(template, who, shift, place, first_message, escalation))
+        batch.replayed_messages += template.messages
+        batch.replayed_handoffs += template.counted[0]
+        return template.counted
+
+
+def _last_moment(rows: dict[str, list[Model]]) -> float:
+    """The latest moment any of ``rows`` is dated at (epoch seconds)."""
+    return max(
+        moment.timestamp()
+        for each in rows.values()
+        for row in each
+        for attname in _moved(type(row))
+        if (moment := getattr(row, attname)) is not None
+    )
 
 
 _MOVED: dict[type[Model], tuple[str, ...]] = {}  # a model's date-time attributes, moved with a replay
@@ -1818,14 +1935,12 @@ def _moved(model: type[Model]) -> tuple[str, ...]:
     return found
 
 
-def _replay(
-    template: _Template, who: _Who, arrival: float, local_id: int, batch: Batch, rng: random.Random
-) -> tuple[int, Counter, Counter]:
-    """Append a copy of ``template``'s rows to ``batch``: ``who``'s, moved to ``arrival``, under new places."""
-    shift = timedelta(seconds=arrival - template.arrival)
-    first = len(batch.messages) - template.first_message  # added to a message's place in the template's batch
-    fresh = _conversation_row(local_id, who)
-    escalations = {row.pk: uuid.UUID(int=rng.getrandbits(128), version=4) for row in template.rows["escalations"]}
+def _replay(template: _Template, who: _Who, shift: timedelta, batch: Batch, escalations: dict[Any, uuid.UUID]) -> None:
+    """Append a copy of ``template``'s rows to ``batch``: ``who``'s, moved by ``shift``, under new places, the
+    escalations it opened under the ids ``escalations`` gives them."""
+    first = batch.message_place() - template.first_message  # added to a message's place in the template's batch
+    local_id = batch.conversation_place()
+    fresh = _conversation_columns(who)
     for name, rows in template.rows.items():
         into = getattr(batch, name)
         for row in rows:
@@ -1843,15 +1958,11 @@ def _replay(
             elif "message_id" in copied:
                 copied["message_id"] += first
             if name == "conversations":
-                for attname in ("id", "session_id", "conversation_key", "user_id", "channel"):
-                    copied[attname] = getattr(fresh, attname)
+                copied.update(fresh, id=local_id)
                 copied["escalation_id"] = escalations.get(copied["escalation_id"], copied["escalation_id"])
                 sub = copied["sub_conversation"]
                 if sub and sub.get("started_at"):
-                    copied["sub_conversation"] = {
-                        **sub,
-                        "started_at": round(sub["started_at"] + shift.total_seconds(), 3),
-                    }
+                    copied["sub_conversation"] = {**sub, "started_at": _moved_seconds(sub["started_at"], shift)}
             elif name == "escalations":
                 copied["id"] = escalations[copied["id"]]
             elif name == "ratings":
@@ -1859,7 +1970,13 @@ def _replay(
             copy_ = row.__class__.__new__(row.__class__)
             copy_.__dict__ = copied
             into.append(copy_)
-    return template.counted
+
+
+def _moved_seconds(moment: float, shift: timedelta) -> float:
+    """``moment`` (epoch seconds, to the millisecond) moved by ``shift``, to the millisecond: in decimal, as the
+    database moves it (:data:`_REPLAYED_COLUMNS`), so that either way of replaying gives the same number."""
+    moved = Decimal(repr(moment)) + Decimal(shift // timedelta(microseconds=1)) / 1_000_000
+    return float(moved.quantize(Decimal("0.001"), ROUND_HALF_UP))
 
 
 def _replayed_metadata(metadata: dict[str, Any], who: _Who, escalations: dict[Any, uuid.UUID]) -> dict[str, Any]:
@@ -1886,6 +2003,172 @@ def _replayed_id(value: str, escalations: dict[Any, uuid.UUID]) -> str:
         return str(escalations.get(uuid.UUID(value), value))
     except ValueError:
         return value
+
+
+class _DatabaseReplays:
+    """Replays made by PostgreSQL: ``INSERT … SELECT`` from the kept conversations' rows, table by table.
+
+    The rows of each kept conversation are copied, once written, into a temporary table per table (``bench_kept_`` and
+    the table's name, indexed on the conversation). Each batch's replays go by ``COPY`` into a temporary table of their
+    own (:data:`REPLAYS`: per replay its conversation's id, the template's, what to add to a message id, the customer's
+    tenant, user, session, channel and flags, the shift in time, the escalation's new id), and one statement per table
+    writes the replayed rows from the two: the values :func:`_replay` gives in Python, for a few bytes a row from
+    Python (:func:`_replayed_sql`). Rows the database numbers (decisions, tool calls, handoffs, ratings, outcomes) take
+    their ids from their sequences; a handoff goes to its month's partition.
+    """
+
+    REPLAYS = "bench_replays"
+    KEPT = "bench_kept_"
+
+    def __init__(self) -> None:
+        self.kept = 0  # conversations in the kept tables
+        self.analyzed = 0  # ... when their statistics were last taken
+
+    @staticmethod
+    def _key(model: type[Model]) -> str:
+        return model._meta.pk.column if model is Conversation else model._meta.get_field("conversation").column
+
+    def create(self) -> None:
+        quote = connection.ops.quote_name
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"CREATE TEMPORARY TABLE {self.REPLAYS} (id bigint, template bigint, message_shift bigint, "
+                "tenant_id bigint, session_id text, conversation_key text, user_id text, customer text, channel text, "
+                "flags jsonb, shift_us bigint, escalation uuid, template_escalation uuid, "
+                "shift interval GENERATED ALWAYS AS (shift_us * interval '1 microsecond') STORED, "
+                "shift_s numeric GENERATED ALWAYS AS (shift_us / 1000000.0) STORED)"
+            )
+            for model, _ in TABLES:
+                table = model._meta.db_table
+                kept = quote(self.KEPT + table)
+                cursor.execute(f"CREATE TEMPORARY TABLE {kept} (LIKE {quote(table)})")
+                cursor.execute(f"CREATE INDEX ON {kept} ({quote(self._key(model))})")
+
+    def drop(self) -> None:
+        quote = connection.ops.quote_name
+        tables = [self.REPLAYS, *(quote(self.KEPT + model._meta.db_table) for model, _ in TABLES)]
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP TABLE IF EXISTS {', '.join(tables)}")
+
+    def write(self, batch: Batch, bases: dict[type[Model], int]) -> None:
+        """After the batch's simulated rows: keep its templates, write its replays, forget the templates dropped."""
+        quote = connection.ops.quote_name
+        with connection.cursor() as cursor:
+            if batch.kept:
+                for template in batch.kept:
+                    template.stored = (bases[Conversation] + template.place, bases[Message] + template.first_message)
+                    template.rows = {}
+                self._copy(cursor, "INSERT INTO {kept} SELECT * FROM {table} WHERE {key} = ANY(%s)", batch.kept)
+                self.kept += len(batch.kept)
+                if self.kept >= 2 * self.analyzed:  # the planner's idea of their size
+                    cursor.execute("ANALYZE " + ", ".join(quote(self.KEPT + m._meta.db_table) for m, _ in TABLES))
+                    self.analyzed = self.kept
+            if batch.replays:
+                self._plan(cursor, batch.replays, bases)
+                for model, _ in TABLES:
+                    cursor.execute(_replayed_sql(model, self.REPLAYS, quote(self.KEPT + model._meta.db_table)))
+            if batch.dropped:
+                self._copy(cursor, "DELETE FROM {kept} WHERE {key} = ANY(%s)", batch.dropped)
+                self.kept -= len(batch.dropped)
+
+    def _copy(self, cursor: Any, sql: str, templates: Sequence[_Template]) -> None:
+        """Run ``sql`` for each table, with the ids of ``templates``' conversations."""
+        quote = connection.ops.quote_name
+        ids = [template.stored[0] for template in templates if template.stored is not None]
+        for model, _ in TABLES:
+            table = model._meta.db_table
+            query = sql.format(kept=quote(self.KEPT + table), table=quote(table), key=quote(self._key(model)))
+            cursor.execute(query, [ids])
+
+    def _plan(self, cursor: Any, replays: Sequence[_Replay], bases: dict[type[Model], int]) -> None:
+        columns = "id, template, message_shift, tenant_id, session_id, conversation_key, user_id, customer, channel, "
+        columns += "flags, shift_us, escalation, template_escalation"
+        cursor.execute(f"TRUNCATE {self.REPLAYS}")
+        first_conversation, first_message = bases[Conversation], bases[Message]
+        microsecond = timedelta(microseconds=1)
+        with connection.wrap_database_errors, cursor.cursor.copy(f"COPY {self.REPLAYS} ({columns}) FROM STDIN") as copy:
+            for replay in replays:
+                template, who = replay.template, replay.who
+                assert template.stored is not None  # written in this batch or an earlier one
+                fresh = _conversation_columns(who)
+                copy.write_row(
+                    (
+                        first_conversation + replay.place,
+                        template.stored[0],
+                        first_message + replay.first_message - template.stored[1],
+                        who.tenant.pk,
+                        fresh["session_id"],
+                        fresh["conversation_key"],
+                        fresh["user_id"],
+                        who.user_id,
+                        fresh["channel"],
+                        json.dumps(who.flags),
+                        replay.shift // microsecond,
+                        replay.escalation,
+                        template.escalations[0] if template.escalations else None,
+                    )
+                )
+        cursor.execute(f"ANALYZE {self.REPLAYS}")
+
+
+# What a replay changes of a kept row, as SQL over the replay (p) and the kept row (t): the columns no foreign key
+# or date-time rule covers (:func:`_replayed_value`), as :func:`_replay` and :func:`_replayed_metadata` change them.
+_ESCALATION_TEXT = "p.template_escalation::text"
+_REPLAYED_COLUMNS: dict[tuple[type[Model], str], str] = {
+    **{(Conversation, name): f"p.{name}" for name in ("session_id", "conversation_key", "user_id", "channel")},
+    (Conversation, "sub_conversation"): (
+        "CASE WHEN (t.sub_conversation->>'started_at')::numeric <> 0 THEN jsonb_set(t.sub_conversation, "
+        "'{started_at}', to_jsonb(round((t.sub_conversation->>'started_at')::numeric + p.shift_s, 3))) "
+        "ELSE t.sub_conversation END"
+    ),
+    (Message, "metadata"): (
+        "CASE WHEN t.metadata ?| ARRAY['user_id', 'flags', 'escalation'] THEN t.metadata"
+        " || CASE WHEN t.metadata ? 'user_id' THEN jsonb_build_object('user_id', p.customer, 'channel', p.channel)"
+        " ELSE '{}' END"
+        " || CASE WHEN t.metadata ? 'flags' THEN jsonb_build_object('flags', p.flags) ELSE '{}' END"
+        f" || CASE WHEN t.metadata->>'escalation' = {_ESCALATION_TEXT}"
+        " THEN jsonb_build_object('escalation', p.escalation::text)"
+        f" WHEN t.metadata->'escalation'->>'id' = {_ESCALATION_TEXT} THEN jsonb_build_object('escalation',"
+        " jsonb_set(t.metadata->'escalation', '{id}', to_jsonb(p.escalation::text))) ELSE '{}' END"
+        " ELSE t.metadata END"
+    ),
+    (MessageFeedback, "user_id"): "p.customer",
+}
+
+
+def _replayed_value(model: type[Model], model_field: Field) -> str | None:
+    """The SQL of ``model_field``'s value in a replayed row; ``None``: the database gives it (an id it numbers)."""
+    column = f"t.{connection.ops.quote_name(model_field.column)}"
+    special = _REPLAYED_COLUMNS.get((model, model_field.attname))
+    if special is not None:
+        return special
+    target = _identifies(model, model_field)
+    if target is Conversation:
+        return "p.id"
+    if target is Message:
+        return f"{column} + p.message_shift"
+    if target is Escalation:
+        return f"CASE WHEN {column} IS NULL THEN NULL ELSE p.escalation END"
+    if target is Tenant:
+        return "p.tenant_id"
+    if model_field.primary_key:
+        return None
+    if model_field.get_internal_type() == "DateTimeField":
+        return f"{column} + p.shift"
+    return column
+
+
+def _replayed_sql(model: type[Model], replays: str, kept: str) -> str:
+    """``INSERT … SELECT``: the replays (``replays``) of ``model``'s kept rows (``kept``)."""
+    quote = connection.ops.quote_name
+    values = [(each.column, _replayed_value(model, each)) for each in model._meta.concrete_fields]
+    columns = ", ".join(quote(column) for column, value in values if value is not None)
+    select = ", ".join(value for _, value in values if value is not None)
+    key = quote(_DatabaseReplays._key(model))
+    return (
+        f"INSERT INTO {quote(model._meta.db_table)} ({columns}) "  # noqa: S608 (names from _meta)
+        f"SELECT {select} FROM {replays} p JOIN {kept} t ON t.{key} = p.template"
+    )
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -1984,15 +2267,32 @@ def _as_given(value: Any, ready: Any) -> bool:
     )
 
 
-def _flush(batch: Batch) -> None:
-    """Write a batch in one transaction: conversations and messages get their ids, the references follow."""
+def _flush(batch: Batch, replays: _DatabaseReplays | None) -> None:
+    """Write a batch in one transaction: conversations and messages get their ids, the references follow; then the
+    replays the database makes (``replays``)."""
     with transaction.atomic():
+        _references_trusted()
         bases = {
-            Conversation: _reserve_ids(Conversation, len(batch.conversations)),
-            Message: _reserve_ids(Message, len(batch.messages)) if batch.messages else 0,
+            Conversation: _reserve_ids(Conversation, batch.conversation_place()),
+            Message: _reserve_ids(Message, batch.message_place()) if batch.message_place() else 0,
         }
         for model, name in TABLES:
             _write(model, getattr(batch, name), bases)
+        if replays is not None:
+            replays.write(batch, bases)
+
+
+def _references_trusted() -> None:
+    """PostgreSQL, as a superuser: the transaction's rows are not checked against the rows they point at (the foreign
+    keys' triggers stay off: ``session_replication_role``), as a restore loads rows known to be whole. The checks,
+    deferred to the commit, cost more than writing the rows: each row's references looked up one by one. Unique
+    constraints still hold (a --seed written twice fails on the conversations' keys)."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        if cursor.fetchone()[0]:
+            cursor.execute("SET LOCAL session_replication_role = replica")
 
 
 # --- the entry points ----------------------------------------------------------------------
@@ -2079,13 +2379,15 @@ def bench_data_generate(
     until: datetime | None = None,
     progress: Callable[[Progress], None] | None = None,
     pool: int = REPLAY_POOL,
+    in_database: bool | None = None,
 ) -> GenerateReport:
     """Generate conversations until exactly ``count`` handoff rows were written, in batches of about ``batch``.
 
     Every row's ``created_at`` lies in ``[until - days, until]`` (``until`` defaults to now). A
     conversation whose moves would pass ``count`` is drawn again, so the last one fits exactly and
     every conversation is whole. Each batch is one transaction. ``pool``: conversations kept to replay
-    (:class:`Replayer`; 0: every conversation simulated).
+    (:class:`Replayer`; 0: every conversation simulated). ``in_database``: the replays are made by the database
+    (:class:`_DatabaseReplays`), not copied in Python; by default on PostgreSQL.
     """
     if count < 0 or tenants < 1 or days < 1 or batch < 1 or pool < 0:
         raise BenchDataError("count and pool must be ≥ 0, and tenants, days and batch ≥ 1.")
@@ -2103,11 +2405,26 @@ def bench_data_generate(
         until=end,
         people=bench_people_ensure(),
     )
-    replayer = Replayer(simulator, pool=pool, minimum=min(REPLAY_MINIMUM, pool // 20), fresh=REPLAY_FRESH)
+    if in_database is None:
+        in_database = connection.vendor == "postgresql"
+    if in_database and connection.vendor != "postgresql":
+        raise BenchDataError("the database makes the replays on PostgreSQL only.")
+    replayer = Replayer(
+        simulator, pool=pool, minimum=min(REPLAY_MINIMUM, pool // 20), fresh=REPLAY_FRESH, in_database=in_database
+    )
     report = GenerateReport()
     partitions_ensure(since=_when(end - days * 86400))  # PostgreSQL: the rows go to their months, not the DEFAULT
-    with _cycle_collector_paused():
-        _batches(replayer, count=count, size=batch, report=report, progress=progress, started=started)
+    replays = _DatabaseReplays() if in_database else None
+    if replays is not None:
+        replays.create()
+    try:
+        with _cycle_collector_paused():
+            _batches(replayer, replays, count=count, size=batch, report=report, progress=progress, started=started)
+    finally:
+        if replays is not None:
+            replays.drop()
+    for template, times in replayer.replayed.items():
+        _add(report, template.tally, times)
     _statistics_refresh()
     # The rows are dated back: sum their days into the analytics' daily totals again (today stays live).
     summing = time.perf_counter()
@@ -2128,7 +2445,8 @@ def _statistics_refresh() -> None:
 
 
 def _batches(
-    simulator: Replayer,
+    replayer: Replayer,
+    replays: _DatabaseReplays | None,
     *,
     count: int,
     size: int,
@@ -2139,16 +2457,16 @@ def _batches(
     """Draw and write conversations, a transaction per ``size`` handoffs, until ``count`` handoffs are written."""
     current = Batch()
     written = 0
-    while written + len(current.handoffs) < count or current.conversations:
-        if written + len(current.handoffs) < count:
-            _draw(simulator, current, count - written - len(current.handoffs), report)
-        if len(current.handoffs) >= size or written + len(current.handoffs) >= count:
+    while written + current.handoff_count() < count or current.conversation_place():
+        if written + current.handoff_count() < count:
+            _draw(replayer, current, count - written - current.handoff_count(), report)
+        if current.handoff_count() >= size or written + current.handoff_count() >= count:
             try:
-                _flush(current)
+                _flush(current, replays)
             except IntegrityError as exc:
                 raise BenchDataError(f"{ERROR_ALREADY_GENERATED} ({exc})") from exc
-            written += len(current.handoffs)
-            _count(report, current)
+            written += current.handoff_count()
+            _count(report, current, replayer.replayed)
             current = Batch()
             if progress is not None:
                 seconds = time.perf_counter() - started
@@ -2171,20 +2489,27 @@ def _cycle_collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _draw(simulator: Replayer, batch: Batch, remaining: int, report: GenerateReport) -> None:
+def _draw(replayer: Replayer, batch: Batch, remaining: int, report: GenerateReport) -> None:
     """Add one conversation to ``batch`` with at most ``remaining`` handoffs (drawing again until one fits)."""
     while True:
-        marks = {name: len(getattr(batch, name)) for _, name in TABLES}
-        handoffs, kinds, methods = simulator.conversation(len(batch.conversations), batch)
+        mark = batch.mark()
+        handoffs, kinds, methods = replayer.conversation(batch)
         if handoffs <= remaining:
+            replayer.accepted(batch)
             report.kinds.update(kinds)
             report.methods.update(methods)
             return
-        for name, mark in marks.items():
-            del getattr(batch, name)[mark:]
+        batch.cut(mark)
 
 
-def _count(report: GenerateReport, batch: Batch) -> None:
+def _count(report: GenerateReport, batch: Batch, replayed: Counter[_Template]) -> GenerateReport:
+    """Count ``batch``'s rows into ``report`` (and returns it); of the replays the database makes, their handoffs,
+    conversations and messages, and how many there were of each template in ``replayed`` (the rest: :func:`_add`)."""
+    for replay in batch.replays:
+        report.handoffs += replay.template.counted[0]
+        report.messages += replay.template.messages
+        replayed[replay.template] += 1
+    report.conversations += len(batch.replays)
     report.handoffs += len(batch.handoffs)
     report.conversations += len(batch.conversations)
     report.messages += len(batch.messages)
@@ -2200,3 +2525,19 @@ def _count(report: GenerateReport, batch: Batch) -> None:
         message.role for message in batch.messages if message.role in (MessageRole.HUMAN, MessageRole.NOTE)
     )
     report.ratings.update(rating.rating for rating in batch.ratings)
+    return report
+
+
+COUNTERS = ("cohorts", "tool_statuses", "outcomes", "endings", "escalations", "escalation_statuses", "desk_messages")
+COUNTERS += ("ratings",)  # the GenerateReport counters a replay adds to
+
+
+def _add(report: GenerateReport, tally: GenerateReport | None, times: int) -> None:
+    """Add ``times`` replays of a template whose rows ``tally`` counted (but for handoffs, conversations and messages,
+    which :func:`_count` counted)."""
+    if tally is None:
+        return
+    report.decisions += tally.decisions * times
+    report.tool_calls += tally.tool_calls * times
+    for name in COUNTERS:
+        getattr(report, name).update({key: count * times for key, count in getattr(tally, name).items()})

@@ -8,8 +8,9 @@ calls, the hand-overs to people and what the desk's people (``bench_person_1..6`
 each conversation ended, spread over ``--days`` back from ``--until`` (simulated by :mod:`bench.benchdata`, the rows
 built by :mod:`conversations.records`, :mod:`conversations.desk.escalations` and :mod:`conversations.outcomes` as the
 platform builds them). Once a few hundred conversations of a kind (profile, cohort) were simulated, most of the next
-ones are those replayed for another customer and moment under new ids (``--pool``, :class:`bench.benchdata.Replayer`):
-several times faster, the same mix. Deterministic for a ``--seed`` and ``--until``. ``--clear`` first deletes the bench
+ones are those replayed for another customer and moment under new ids (``--pool``, :class:`bench.benchdata.Replayer`;
+on PostgreSQL by the database itself, ``INSERT … SELECT`` from the kept ones' rows): several times faster, the same
+mix. Deterministic for a ``--seed`` and ``--until``. ``--clear`` first deletes the bench
 tenants' conversations. The database is the one the settings point at (``DATABASE_URL``); ``bench/analytics_bench.py``
 runs this inside a throwaway PostgreSQL.
 """

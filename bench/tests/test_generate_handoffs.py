@@ -459,3 +459,79 @@ def test_the_generator_writes_the_rows_the_graph_writes(demo, tenant, mcp_server
     gaps = Message.objects.filter(conversation__in=bench, role=MessageRole.AGENT, metadata__status="timeout")
     assert gaps.exists()
     assert set(gaps.values_list("content", flat=True)) == {gap_text("timeout")}
+
+
+# --- replays made by the database --------------------------------------------------------------
+
+NUMBERED = (RouteDecisionRecord, ToolCall, Handoff, MessageFeedback, ConversationOutcome)  # ids from a sequence
+
+
+def every_row() -> dict[str, list[tuple]]:
+    """Every bench row of every table the generator writes, sorted, its ids made comparable between runs: a
+    conversation named by its key, a message by its place among the run's, the ids the database numbers left out."""
+    from bench.benchdata import TABLES
+
+    keys = dict(Conversation.objects.values_list("pk", "conversation_key"))
+    first = Message.objects.order_by("pk").values_list("pk", flat=True).first() or 0
+    found = {}
+    for model, _ in TABLES:
+        columns, rows = [], []
+        for each in model._meta.concrete_fields:
+            if each.primary_key and model in NUMBERED:
+                continue
+            columns.append(each.attname)
+        for values in model.objects.values_list(*columns):
+            row = []
+            for column, value in zip(columns, values, strict=True):
+                if value is not None and (column == "conversation_id" or (model is Conversation and column == "id")):
+                    value = keys[value]
+                elif value is not None and (column == "message_id" or (model is Message and column == "id")):
+                    value -= first
+                row.append(repr(value))
+            rows.append(tuple(row))
+        found[model.__name__] = sorted(rows)
+    return found
+
+
+def test_replays_the_database_makes_are_the_rows_python_copies(demo):
+    from django.db import connection
+
+    from bench.benchdata import BenchDataError, bench_data_clear, bench_data_generate
+
+    if connection.vendor != "postgresql":
+        with pytest.raises(BenchDataError, match="PostgreSQL only"):
+            bench_data_generate(count=10, until=UNTIL, in_database=True)
+        return
+
+    generate_args = {"count": 3000, "days": DAYS, "seed": 5, "batch": 700, "until": UNTIL, "pool": 100}
+    copied = bench_data_generate(**generate_args, in_database=False)
+    in_python = every_row()
+    bench_data_clear()
+    made = bench_data_generate(**generate_args, in_database=True)
+
+    assert every_row() == in_python
+    assert made.conversations == copied.conversations and made.messages == copied.messages
+    assert (made.decisions, made.tool_calls, made.ratings, made.endings) == (
+        copied.decisions,
+        copied.tool_calls,
+        copied.ratings,
+        copied.endings,
+    )
+    assert made.escalations == copied.escalations and made.desk_messages == copied.desk_messages
+    assert Escalation.objects.exists() and MessageFeedback.objects.exists()  # replayed with the rest
+    assert not dangling()  # written with the foreign keys unchecked (bench.benchdata._references_trusted)
+
+
+def dangling() -> dict[str, int]:
+    """Per table and foreign key of the generator's tables, the rows pointing at a row that does not exist."""
+    from bench.benchdata import TABLES
+
+    found = {}
+    for model, _ in TABLES:
+        for each in model._meta.concrete_fields:
+            if each.is_relation:
+                rows = model.objects.filter(**{f"{each.attname}__isnull": False}).exclude(
+                    **{f"{each.attname}__in": each.related_model._base_manager.values("pk")}
+                )
+                found[f"{model.__name__}.{each.name}"] = rows.count()
+    return {name: count for name, count in found.items() if count}
