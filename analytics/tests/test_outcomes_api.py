@@ -349,3 +349,41 @@ def test_response_quality_per_agent_reads_the_judge_the_ratings_and_the_escalati
     moved = Handoff.objects.get(kind="human", to_agent=PERSON)
     assert agents[moved.from_agent]["escalations"] == 1
     assert sum(row["escalations"] for row in body["agents"]) == 1
+
+
+def test_a_rated_later_turn_counts_for_the_agent_its_own_question_was_routed_to(api, published):
+    first = say(api, "Minha fatura veio alta", "turns")
+    second = say(api, "quero rastrear meu pedido", "turns")
+    rate(api, first, "up")
+    rate(api, second, "down")
+    decided = dict(
+        RouteDecisionRecord.objects.filter(message__conversation__session_id="turns").values_list(
+            "message__content", "agent"
+        )
+    )
+
+    assert len(set(decided.values())) == 2  # two turns routed to two agents
+    chosen = api.get(QUALITY, {"days": 1}).json()["routing_accuracy"]["ratings"]
+
+    assert {(row["agent"], row["up"], row["down"]) for row in chosen["agents"]} == {
+        (decided["Minha fatura veio alta"], 1, 0),
+        (decided["quero rastrear meu pedido"], 0, 1),
+    }
+
+
+@pytest.mark.sqlite_too
+def test_the_quality_report_reads_its_ratings_questions_in_a_constant_number_of_queries_whatever_their_count(
+    api, published
+):
+    answers = [say(api, text, f"count{n}") for n, text in enumerate(["Minha fatura veio alta"] * 2 + ["pedido"] * 2)]
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as read:
+            assert api.get(QUALITY, {"days": 1}).status_code == 200
+        return len(read.captured_queries)
+
+    rate(api, answers[0], "up")
+    one = queries()
+    for answer in answers[1:]:
+        rate(api, answer, "down")
+    assert queries() == one
