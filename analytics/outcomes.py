@@ -22,7 +22,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.core.cache import cache
-from django.db import connection
 from django.db.models import Case, Count, Exists, F, OuterRef, Q, QuerySet, Sum, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Trunc
@@ -39,15 +38,8 @@ from analytics.rollups import DRAFT, HANDOFFS, MESSAGES, NO_COHORT, fact_rows, s
 from analytics.selectors import timeline_periods, window_rows
 from analytics.services import window_open
 from common.errors import DomainError
-from conversations.models import (
-    ConversationOutcome,
-    FeedbackRating,
-    Message,
-    MessageFeedback,
-    MessageRole,
-    Outcome,
-    RouteDecisionRecord,
-)
+from conversations.models import ConversationOutcome, FeedbackRating, Message, MessageFeedback, MessageRole, Outcome
+from conversations.public import feedback_with_turn
 from handoffs.models import PERSON, HandoffKind, HandoffStatus
 from releases.models import RoutingTestCase
 from releases.public import RoutingTestData, routing_tests_run
@@ -313,42 +305,6 @@ def _rated(
     return rows.order_by()
 
 
-def _rated_by_chosen_agent(rated: QuerySet[MessageFeedback]) -> list[Mapping[str, Any]]:
-    """``rated`` grouped by profile and the agent the turn's route decision chose: ``[{profile_id, decision_agent,
-    up, down}]``, ``decision_agent`` ``None`` where the turn stored no decision. The turn's question is the
-    conversation's last customer message before the answer (as :func:`conversations.public.feedback_with_turn`
-    reads it), found for every rated answer at once: a window over the messages of the rated conversations and
-    one join to the questions' first decisions, not a subquery per rating."""
-    flags = rated.values("message_id", "conversation_id", "profile_id").annotate(
-        is_up=Case(When(UP, then=1), default=0), is_down=Case(When(DOWN, then=1), default=0)
-    )
-    rated_sql, params = flags.query.sql_with_params()
-    messages, decisions = Message._meta.db_table, RouteDecisionRecord._meta.db_table
-    sql = f"""
-        WITH rated AS ({rated_sql}),
-        turns AS (
-            SELECT m.id AS answer_id, MAX(CASE WHEN m.role = %s THEN m.id END) OVER (
-                PARTITION BY m.conversation_id ORDER BY m.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            ) AS question_id
-            FROM {messages} m WHERE m.conversation_id IN (SELECT conversation_id FROM rated)
-        ),
-        firsts AS (
-            SELECT d.message_id, MIN(d.id) AS id FROM {decisions} d
-            WHERE d.message_id IN (SELECT question_id FROM turns) GROUP BY d.message_id
-        )
-        SELECT r.profile_id, d.agent, SUM(r.is_up), SUM(r.is_down)
-        FROM rated r JOIN turns t ON t.answer_id = r.message_id
-        LEFT JOIN firsts f ON f.message_id = t.question_id LEFT JOIN {decisions} d ON d.id = f.id
-        GROUP BY r.profile_id, d.agent
-    """  # noqa: S608  (table names from the models; every value a parameter)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, MessageRole.USER])
-        return [
-            {"profile_id": profile_pk, "decision_agent": agent, "up": int(up or 0), "down": int(down or 0)}
-            for profile_pk, agent, up, down in cursor.fetchall()
-        ]
-
-
 def _ratings(up: int, down: int) -> dict[str, Any]:
     return {"rated": up + down, "up": up, "down": down, "up_percentage": _percent(up, up + down)}
 
@@ -383,7 +339,9 @@ def routing_quality(
     }
     rated = _rated(**scope)
     counts = {"up": Count("pk", filter=UP), "down": Count("pk", filter=DOWN)}
-    chosen = _rated_by_chosen_agent(rated)
+    chosen: list[Mapping[str, Any]] = list(
+        feedback_with_turn(rated).values("profile_id", "decision_agent").annotate(**counts)
+    )
     written: list[Mapping[str, Any]] = list(rated.values("profile_id", "message__agent").annotate(**counts))
     window = window_open(start, end)
     answers = fact_rows(
