@@ -47,10 +47,8 @@ from agents.offline_tools import asked_without_arguments, documents_asked, said_
 from agents.offline_words import OFFLINE_LANGUAGE, OFFLINE_SMALL_TALK, offline_words
 from agents.passages import (
     SEARCH_KNOWLEDGE,
-    general_question,
-    names_own,
+    own_request,
     passages_read,
-    question_in_general,
     relevant_sentences,
 )
 from agents.permission_notes import declined_tool
@@ -439,10 +437,8 @@ class OfflineChatModel(BaseChatModel):
         # A request about the customer's own things to a specialist whose intent lists tools is theirs: the passages
         # handed before the model do not answer it ("Mi factura llegó muy alta, ¿puede revisarla?"), unless it asks
         # a question in general besides ("mi lavadora se rompió, ¿la cubre la garantía?").
-        own_request = (
-            bool(self.intent_tools) and names_own(text) and not (general_question(text) or question_in_general(text))
-        )
-        reply = self._answer(messages[:last_human], text, others, language, notes_read=not own_request)
+        owns = bool(self.intent_tools) and own_request(text)
+        reply = self._answer(messages[:last_human], text, others, language, notes_read=not owns)
         if declined is not None:  # what it could not check, said plainly
             reply.content = f"{reply.text} " + words["declined"].format(tool=declined)
         saved = [tool_data_read(result.content) for result in noted if getattr(result, "status", "success") != "error"]

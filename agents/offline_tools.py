@@ -8,7 +8,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from agents.passages import SEARCH_KNOWLEDGE, coverage, general_question, question_in_general
+from agents.passages import SEARCH_KNOWLEDGE, asks_documents, coverage
 from common.text import described_example, identifier_shape, identifiers, normalize
 from handoffs.public import CONTROL_TOOLS
 
@@ -109,7 +109,7 @@ def documents_asked(tools: list[dict[str, Any]], intent_tools: tuple[str, ...], 
     functions = [tool["function"] for tool in tools]
     if SEARCH_KNOWLEDGE not in {function["name"] for function in functions}:
         return False
-    if general_question(text) or question_in_general(text):
+    if asks_documents(text):
         return True
     if intent_tools:
         return False

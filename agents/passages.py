@@ -260,6 +260,19 @@ def _asks_in_general(words: list[str]) -> bool:
     return bool(words) and _OWN.isdisjoint(words) and not any(f" {phrase} " in f" {head} " for phrase in _ASKED_TO_DO)
 
 
+def asks_documents(text: str) -> bool:
+    """Whether ``text`` asks what the business's documents say: how, where or whether something is done
+    (:func:`general_question`), or a question in general (:func:`question_in_general`)."""
+    return general_question(text) or question_in_general(text)
+
+
+def own_request(text: str) -> bool:
+    """Whether ``text`` is a request about the customer's own things (:func:`names_own`) that asks nothing of the
+    business's documents besides (:func:`asks_documents`): its tools' to answer ("Mi factura llegó muy alta, ¿puede
+    revisarla?"), where "mi lavadora se rompió, ¿la cubre la garantía?" also asks what the warranty covers."""
+    return names_own(text) and not asks_documents(text)
+
+
 def sentences_of(passage: str) -> list[str]:
     """``passage``'s sentences, in order: its blocks (paragraphs, list items, headings) cut at their sentences' ends,
     the lines of a wrapped paragraph joined."""

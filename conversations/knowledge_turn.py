@@ -35,10 +35,9 @@ from django.utils.translation import gettext_lazy
 from agents.public import (
     MIN_WORDS_HELD,
     NotedPassage,
-    general_question,
-    names_own,
+    asks_documents,
+    own_request,
     passages_note,
-    question_in_general,
     relevant_sentences,
 )
 from common.i18n import say
@@ -241,8 +240,7 @@ async def knowledge_prepared(
         # before the model, it would hand it passages no answer uses, at a search's cost on most of a tools
         # specialist's messages. Its model may still search. One that asks a question in general besides ("meu fone
         # parou, tem garantia?") is retrieved.
-        own_request = names_own(text) and not (general_question(text) or question_in_general(text))
-        return (None if own_request else await tool.before()), tool
+        return (None if own_request(text) else await tool.before()), tool
     retrieved = await sync_to_async(knowledge_retrieve)(
         profile_pk=profile.pk,
         tenant_pk=tenant_pk,
@@ -261,13 +259,13 @@ async def knowledge_answers(
     *, profile: ProfileSpec, held: bool, tenant_pk: int | None, text: str, language: str
 ) -> bool:
     """Whether the profile's knowledge answers ``text`` by itself: ``text`` asks a question in general
-    (:func:`agents.passages.question_in_general` or :func:`agents.passages.general_question`: "a cotação tem atraso?",
+    (:func:`agents.passages.asks_documents`: "a cotação tem atraso?",
     not "quero uma cotação", a request its goal serves), retrieval is on, and a passage reaches the bar holding at
     least :data:`agents.passages.MIN_WORDS_HELD` of its content words (one word shared, even all of a one-word
     question's — "qual o preço?" —, is not enough here). Goal mode asks it before it asks the customer for what a
     goal lacks (:mod:`conversations.goals.turn`). ``held``: as for :func:`knowledge_prepared`."""
     settings = profile.knowledge
-    if not held or not settings.retrieval or not (question_in_general(text) or general_question(text)):
+    if not held or not settings.retrieval or not asks_documents(text):
         return False
     if small_talk_read(text) is not None:
         return False
