@@ -7,17 +7,20 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.core.management.sql import emit_post_migrate_signal
 from django.db import connection, models
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.graph import MigrationGraph
 
-from tests.platform_instance import MIGRATED_DATABASE, migrated_database, postgres_server
+from tests.platform_instance import MIGRATED_DATABASE, MIGRATED_SQLITE, migrated_database, postgres_server
 
 Rows = Mapping[str, tuple[type[models.Model], Sequence[str]]]  # historical label -> (today's model, compared columns)
 Targets = Sequence[tuple[str, str | None]]  # as ``executor.migrate(targets)`` takes them; ``(app, None)``: none of it
@@ -131,20 +134,34 @@ def copy_installed_at(targets: Targets) -> str:
 
 def copy_latest() -> str | None:
     """A new copy of the run's migrated database (:func:`tests.platform_instance.migrated_database`): its name (the
-    caller drops it), or None where the suite does not run on PostgreSQL. The same as the test database was before
-    its test, less the rows the test's fixtures stored: a test migrates it back and forth, and the test database
-    never needs migrating forward again after. (On SQLite migrating back costs the most, forward the least: there
-    a test migrates the test database itself.)"""
+    caller drops it), or None where there is none to copy. The same as the test database was before its test, less
+    the rows the test's fixtures stored: a test migrates it back and forth, and the test database never needs
+    migrating forward again after. On SQLite the copy is of the run's migrated file, where the run has one
+    (:func:`tests.platform_instance.migrated_sqlite`, the ``sqlite_too`` shards'): its path is its name. (Without
+    one, migrating back costs the most, forward the least: there a test migrates the test database itself.)"""
+    if connection.vendor == "sqlite":
+        migrated = os.environ.get(MIGRATED_SQLITE)
+        if not migrated:
+            return None
+        copy = Path(settings.VAR_DIR) / f"latest-{secrets.token_hex(4)}.sqlite3"
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(migrated, copy)
+        return str(copy)
     if connection.vendor != "postgresql":
         return None
     template = migrated_database()
-    copy = f"{template}_latest_{secrets.token_hex(4)}"  # dropped with the run's databases if a test cannot
+    copy_name = f"{template}_latest_{secrets.token_hex(4)}"  # dropped with the run's databases if a test cannot
     with postgres_server() as server:
-        server.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{template}"')
-    return copy
+        server.execute(f'CREATE DATABASE "{copy_name}" TEMPLATE "{template}"')
+    return copy_name
 
 
 def drop_database(name: str) -> None:
+    """Drop a copy made here: a database of the test server, or on SQLite the file of :func:`copy_latest`."""
+    if connection.vendor == "sqlite":
+        for part in ("", "-wal", "-shm"):  # its write-ahead log, if a connection left one
+            Path(f"{name}{part}").unlink(missing_ok=True)
+        return
     with postgres_server() as server:
         server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

@@ -239,8 +239,8 @@ def test_the_plan_form_refuses_the_metadata_service_and_saves_a_public_webhook(
 @pytest.mark.sqlite_too  # a data migration: the embedded default's database too
 def test_what_receivers_answered_before_is_reworded_to_delivered_or_not(migrations):
     before = ("routing", "0035_history_opaque_user_ids_pseudonymised")
-    # On PostgreSQL a copy of the run's database installed at it; SQLite's is migrated back (releases/tests/
-    # test_versions.py runs the reverses on PostgreSQL).
+    # On PostgreSQL a copy of the run's database installed at it; on SQLite a copy of the run's migrated file is
+    # migrated back, and dropped after (releases/tests/test_versions.py runs the reverses on PostgreSQL).
     apps = migrations.installed_at(before) if connection.vendor == "postgresql" else migrations.back_to(before)
     profile = AgentProfile.objects.create(agent_id="webhooked", name="Webhooked")  # agents' tables stay as they are
     plan = apps.get_model("routing", "RolloutPlan").objects.create(name="old", profile_id=profile.pk)
