@@ -528,23 +528,46 @@ def test_a_publish_is_served_by_every_host(hosts, load):
                 )
             answers[host].append((time.time(), answer.json()["version"] if answer.status_code == 200 else -1))
 
-    pollers = [threading.Thread(target=poll, args=(host,), daemon=True) for host in WEB_HOSTS]
-    for poller in pollers:
-        poller.start()
-    try:
-        published = hosts.manage(
+    # The publishing shell starts first and waits, Django set up, for a line on its stdin: the hosts are polled from
+    # just before the publish, not through the shell's start (seconds of imports their polling would only slow down).
+    publisher = subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
             "shell",
             "-c",
-            "import time\n"
+            "import sys, time\n"
             "from agents.models import AgentProfile\n"
             "from routing.models import Intent, Keyword\n"
             "from releases.versions import version_publish\n"
             f"profile = AgentProfile.objects.get(agent_id={AGENT_ID!r})\n"
             "intent = Intent.objects.filter(profile=profile).order_by('pk').first()\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.readline()\n"
             "Keyword.objects.create(intent=intent, text='multi host publish')\n"
             "version = version_publish(profile=profile, note='multi-host')\n"
             "print(version.number, time.time())\n",
-        )
+        ],
+        cwd=PROJECT_ROOT,
+        env=hosts.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pollers = [threading.Thread(target=poll, args=(host,), daemon=True) for host in WEB_HOSTS]
+    try:
+        assert publisher.stdout is not None
+        while (line := publisher.stdout.readline()) not in ("ready\n", ""):
+            pass  # Django's shell says first what it imported
+        if line != "ready\n":
+            publisher.kill()
+            pytest.fail(f"the publishing shell did not start:\n{publisher.communicate()}")
+        for poller in pollers:
+            poller.start()
+        wait_for(lambda: all(answers.values()), timeout=30, what="every host answering before the publish")
+        published, errors = publisher.communicate("\n", timeout=300)
+        assert publisher.returncode == 0, f"the publishing shell failed:\n{published}\n{errors}"
         number, committed = int(published.split()[-2]), float(published.split()[-1])
 
         def served_by_all() -> bool:
@@ -553,8 +576,12 @@ def test_a_publish_is_served_by_every_host(hosts, load):
         wait_for(served_by_all, timeout=30, what=f"every host serving version {number}")
     finally:
         stop.set()
+        if publisher.poll() is None:
+            publisher.kill()
+            publisher.communicate()
         for poller in pollers:
-            poller.join(15)
+            if poller.ident is not None:  # started
+                poller.join(15)
     first = {}
     for host, seen in answers.items():
         after = [(at, version) for at, version in seen if at > committed]

@@ -47,6 +47,11 @@ What is switched off, and why:
   schemathesis reads an event stream until its request timeout. Its status and headers come at once (the
   conversation read, before the stream subscribes) and its first line (``: following``) once subscribed: 30 s only
   added two keep-alives, and cost 30 s a valid request (a run without ``--max-time`` spent six minutes on them).
+  And it is given ``EVENTS_MAX_EXAMPLES`` cases in the fuzzing phase, not ``MAX_EXAMPLES``: its one generated
+  input is the conversation key, and there schemathesis fills it with keys earlier responses gave (every case of a
+  run with 12 was a 200 stream on a real conversation, each held for ``EVENTS_READ_SECONDS``: a third of the
+  phase's time); the hostile and unknown keys (NUL, empty, too long, another tenant's) are the coverage phase's, sent
+  in full.
 
 * Throttles off on the served platform (``API_MESSAGE_RATE_PER_KEY``, ``API_MESSAGE_RATE_PER_SESSION``,
   ``API_RATE_PER_KEY``, ``AUTH_FAILURE_LIMIT``): thousands of requests from one key (and one example session)
@@ -74,6 +79,7 @@ from tests.schema_fuzz_hooks import FUZZ_CURSORS
 MAX_EXAMPLES = 12
 PHASES_WITHOUT_KEY = "examples,coverage"
 EVENTS_READ_SECONDS = 2
+EVENTS_MAX_EXAMPLES = 3
 # A hung run must not hold the suite for ever: far above a run's time on a busy machine, never a measure of speed.
 RUN_TIMEOUT_SECONDS = 360
 HOOKS = Path(__file__).with_name("schema_fuzz_hooks.py")
@@ -151,6 +157,7 @@ def _fuzz(
         "\n[[operations]]\n"
         'include-path-regex = "^/api/sessions/[^/]+/events$"\n'
         f"request-timeout = {EVENTS_READ_SECONDS}\n"
+        f"generation.max-examples = {EVENTS_MAX_EXAMPLES}\n"
     )
     command = [
         str(Path(sys.executable).with_name("st")),

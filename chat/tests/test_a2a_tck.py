@@ -4,7 +4,9 @@ over JSON-RPC, against the demo's ``telecom_contas`` served as in production (``
 The TCK is the pinned copy beside the clone (``A2A_TCK_DIR``, by default ``../shared/a2a-tck``) run by the
 virtualenv ``scripts/tck-install`` makes (docs/decisions/a2a-tck-install.md). It reads an agent card only at the
 root of the address it is given, so a proxy of the test puts the profile there. Every failure must be one of the
-TCK's own defects listed in docs/a2a.md (:data:`TCK_DEFECTS`); everything else must pass."""
+TCK's own defects listed in docs/a2a.md (:data:`TCK_DEFECTS`); everything else must pass. Of the 17 that fail in the
+kit's own helper, waiting 5 s for a state a blocking send never leaves its task in, one runs and must fail there
+(:data:`WAITS_FOR_WORKING`); the others are deselected."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from starlette.routing import Route
 
 from tests.platform_instance import PROJECT_ROOT, Instance, platform_served
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.timeout(900)]
 
 AGENT = "telecom_contas"
 TCK_DIR = Path(os.environ.get("A2A_TCK_DIR") or PROJECT_ROOT.parent / "shared" / "a2a-tck")
@@ -38,31 +40,41 @@ CATEGORIES = {
     "capabilities": ["tests/optional/capabilities/"],
 }
 _LIST = "tests/mandatory/protocol/test_tasks_list_method.py::"
+# The TCK's defect that costs the most: these tests fail in the kit's own helper ``create_test_task``, which polls
+# ``GetTask`` for 5 s after a blocking send for WORKING (the send answers a finished task, spec §3.2.2) before the
+# test reaches a call of its own. The first runs and must fail there, for that reason; the others are deselected:
+# each would spend the same 5 s failing at the same line, having sent nothing the first did not.
+WAITS_FOR_WORKING = tuple(
+    _LIST + name
+    for name in (
+        "TestBasicListing::test_list_all_tasks",
+        "TestBasicListing::test_list_tasks_validates_required_fields",
+        "TestBasicListing::test_list_tasks_sorted_by_timestamp_descending",
+        "TestFiltering::test_filter_by_context_id",
+        "TestFiltering::test_filter_by_status",
+        "TestFiltering::test_filter_by_last_updated_after",
+        "TestFiltering::test_combined_filters",
+        "TestPagination::test_custom_page_size",
+        "TestPagination::test_page_token_navigation",
+        "TestPagination::test_last_page_detection",
+        "TestPagination::test_total_size_accuracy",
+        "TestHistoryLimiting::test_history_length_zero",
+        "TestHistoryLimiting::test_history_length_custom",
+        "TestHistoryLimiting::test_history_length_exceeds_actual",
+        "TestArtifactInclusion::test_artifacts_excluded_by_default",
+        "TestArtifactInclusion::test_artifacts_included_when_requested",
+        "TestEdgeCasesAndErrors::test_default_page_size_is_50",
+    )
+)
+WAITS_FOR_WORKING_RUN = WAITS_FOR_WORKING[0]
 # The TCK's own defects (docs/a2a.md, "Conformance: the A2A TCK", says why each is one), by test id.
 TCK_DEFECTS = frozenset(
     {
-        # It waits for WORKING after a blocking send, which answers a finished task (spec §3.2.2).
+        *WAITS_FOR_WORKING,
+        # pageSize read as the number returned, not the page size used.
         *(
             _LIST + name
             for name in (
-                "TestBasicListing::test_list_all_tasks",
-                "TestBasicListing::test_list_tasks_validates_required_fields",
-                "TestBasicListing::test_list_tasks_sorted_by_timestamp_descending",
-                "TestFiltering::test_filter_by_context_id",
-                "TestFiltering::test_filter_by_status",
-                "TestFiltering::test_filter_by_last_updated_after",
-                "TestFiltering::test_combined_filters",
-                "TestPagination::test_custom_page_size",
-                "TestPagination::test_page_token_navigation",
-                "TestPagination::test_last_page_detection",
-                "TestPagination::test_total_size_accuracy",
-                "TestHistoryLimiting::test_history_length_zero",
-                "TestHistoryLimiting::test_history_length_custom",
-                "TestHistoryLimiting::test_history_length_exceeds_actual",
-                "TestArtifactInclusion::test_artifacts_excluded_by_default",
-                "TestArtifactInclusion::test_artifacts_included_when_requested",
-                "TestEdgeCasesAndErrors::test_default_page_size_is_50",
-                # pageSize read as the number returned, not the page size used.
                 "TestBasicListing::test_list_tasks_empty_when_none_exist",
                 "TestPagination::test_default_page_size",
             )
@@ -146,6 +158,8 @@ def _run(tck: Path, category: str, sut: str, key: str) -> dict:
     }
     command = [str(TCK_PYTHON), "-m", "pytest", *CATEGORIES[category], f"--sut-url={sut}", "--test-scope=all"]
     command += ["--transports", "jsonrpc", "-q", "-p", "no:cacheprovider", "--json-report"]
+    if category == "mandatory":
+        command += [f"--deselect={nodeid}" for nodeid in WAITS_FOR_WORKING if nodeid != WAITS_FOR_WORKING_RUN]
     subprocess.run([*command, f"--json-report-file={report}"], cwd=tck, env=env, capture_output=True, timeout=600)
     assert report.exists(), f"the TCK's {category} run wrote no report"
     return json.loads(report.read_text())
@@ -163,9 +177,21 @@ def test_the_tcks_mandatory_and_capability_tests_pass_but_for_its_own_listed_def
     tck = Path(shutil.copytree(TCK_DIR, tmp_path / "tck"))  # it writes into itself
 
     outcomes: dict[str, str] = {}
+    crashes: dict[str, str] = {}
     for category in CATEGORIES:
         report = _run(tck, category, sut, instance.key)
         outcomes |= {test["nodeid"]: test["outcome"] for test in report["tests"]}
+        crashes |= {
+            test["nodeid"]: test["call"]["crash"]["message"]
+            for test in report["tests"]
+            if "crash" in test.get("call", {})
+        }
+
+    # The one of the helper's waits that runs fails in the helper, on a finished task (the others were not run).
+    assert outcomes.get(WAITS_FOR_WORKING_RUN) == "failed", outcomes.get(WAITS_FOR_WORKING_RUN)
+    assert "did not reach WORKING state" in crashes[WAITS_FOR_WORKING_RUN], crashes[WAITS_FOR_WORKING_RUN]
+    assert "TASK_STATE_COMPLETED" in crashes[WAITS_FOR_WORKING_RUN], crashes[WAITS_FOR_WORKING_RUN]
+    assert not set(WAITS_FOR_WORKING[1:]) & set(outcomes), "the helper's other waits ran"
 
     failed = {nodeid for nodeid, outcome in outcomes.items() if outcome in ("failed", "error")}
     assert sorted(failed - TCK_DEFECTS) == []
