@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from agents.knowledge_settings import DEFAULT_MIN_SCORE
 from agents.passages import SEARCH_KNOWLEDGE, passages_read
 from common.i18n import say
+from conversations import knowledge_turn
 from conversations.knowledge_turn import DONT_KNOW, SOURCES
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import document_link
@@ -313,6 +314,32 @@ def test_a_profile_that_turns_retrieval_off_answers_without_its_documents_once_p
 
     assert before["metadata"]["knowledge"]["citations"]  # the published version still searches
     assert after["metadata"]["knowledge"] is None and "500 megabits" not in after["answer"]
+
+
+@pytest.mark.parametrize("turned_off_by", ["profile", "specialist"])
+def test_a_tools_specialist_whose_retrieval_is_off_searches_nothing_for_a_request_its_documents_answer(
+    api, telecom, invoices, monkeypatch, turned_off_by
+):
+    """The issue's way out for a feature's cost: switched off, it costs nothing. With retrieval on, this request is
+    searched before billing's model and answered from the invoices article (the test above); off — the profile's
+    or the specialist's —, no search runs, none is offered to the model and no passage is read."""
+    if turned_off_by == "profile":
+        telecom.knowledge = {"retrieval": False}
+        telecom.save(update_fields=["knowledge"])
+    else:
+        telecom.specialists.filter(name="billing_agent").update(knowledge={"retrieval": False})
+    version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="retrieval off")
+    searches: list[str] = []
+    monkeypatch.setattr(knowledge_turn, "knowledge_retrieve", lambda **kwargs: searches.append(kwargs["query"]))
+    ask(api, "Quero ativar o débito automático na fatura", session_id="warm")  # the snapshot compiled
+
+    with CaptureQueriesContext(connection) as queries:
+        body = ask(api, "Quero ativar o débito automático na fatura", session_id="measured")
+
+    assert body["agent"] == "billing_agent"
+    assert body["metadata"]["knowledge"] is None and "débito automático é ativado" not in body["answer"]
+    assert searches == []
+    assert not [query["sql"] for query in queries.captured_queries if "knowledge_" in query["sql"]]
 
 
 def test_a_specialist_kept_to_tags_no_document_holds_reads_none_of_them(api, telecom, help_centre):
