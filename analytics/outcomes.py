@@ -39,7 +39,6 @@ from analytics.selectors import timeline_periods, window_rows
 from analytics.services import window_open
 from common.errors import DomainError
 from conversations.models import ConversationOutcome, FeedbackRating, Message, MessageFeedback, MessageRole, Outcome
-from conversations.public import feedback_with_turn
 from handoffs.models import PERSON, HandoffKind, HandoffStatus
 from releases.models import RoutingTestCase
 from releases.public import RoutingTestData, routing_tests_run
@@ -339,10 +338,9 @@ def routing_quality(
     }
     rated = _rated(**scope)
     counts = {"up": Count("pk", filter=UP), "down": Count("pk", filter=DOWN)}
-    chosen: list[Mapping[str, Any]] = list(
-        feedback_with_turn(rated).values("profile_id", "decision_agent").annotate(**counts)
-    )
-    written: list[Mapping[str, Any]] = list(rated.values("profile_id", "message__agent").annotate(**counts))
+    # Each rating repeats its answer's agent and its turn's route decision (conversations.feedback.feedback_give).
+    chosen: list[Mapping[str, Any]] = list(rated.values("profile_id", "route_agent").annotate(**counts))
+    written: list[Mapping[str, Any]] = list(rated.values("profile_id", "agent").annotate(**counts))
     window = window_open(start, end)
     answers = fact_rows(
         MESSAGES,
@@ -368,9 +366,9 @@ def routing_quality(
 
     by_choice: dict[tuple[str, str], list[int]] = {}
     for row in chosen:
-        if row["decision_agent"] is None:
+        if not row["route_agent"]:
             continue  # a rated answer whose turn stored no decision: routing chose nothing to judge
-        key = (names.get(row["profile_id"], ""), row["decision_agent"])
+        key = (names.get(row["profile_id"], ""), row["route_agent"])
         pair = by_choice.setdefault(key, [0, 0])
         pair[0] += row["up"]
         pair[1] += row["down"]
@@ -398,7 +396,7 @@ def routing_quality(
         figures["judged"] += row["judge_n"]
         figures["judge_sum"] += row["judge_sum"]
     for row in written:
-        figures = agent(row["profile_id"], row["message__agent"])
+        figures = agent(row["profile_id"], row["agent"])
         figures["up"] += row["up"]
         figures["down"] += row["down"]
     for row in escalated:
