@@ -15,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents.models import AgentProfile
+from analytics.models import RollupDay
 from analytics.outcomes import ERROR_BY
 from conversations.models import Conversation, ConversationOutcome, Message, RouteDecisionRecord
 from conversations.outcomes import outcomes_close
@@ -257,6 +258,30 @@ def test_customers_conversations_closed_after_their_timeout_are_counted_with_the
     assert body["total"] == figures(1, 1, 1, 1, 0)
     assert body["total"]["csat_percentage"] == 100.0
     assert ("telecom_contas", "billing_invoice_explanation") in [(g["profile"], g["group"]) for g in body["groups"]]
+
+
+def test_a_summed_days_outcomes_are_summed_again_once_a_conversation_decided_on_it_is_rated_or_reopened(
+    api, telecom, settings
+):
+    rated = say(api, "Minha fatura veio alta", "rated")
+    say(api, "quero rastrear meu pedido", "reopened")
+    quiet_since = timezone.now() - dt.timedelta(minutes=31)
+    Conversation.objects.update(created_at=quiet_since, turn_started_at=quiet_since)
+    assert outcomes_close().abandoned == 2
+    ConversationOutcome.objects.update(decided_at=days_ago(3))  # decided on a day that has closed since
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+    window = {"days": 7}
+
+    assert api.get(URL, window).json()["total"] == figures(0, 0, 2, 0, 0)
+    assert RollupDay.objects.get(day=days_ago(3).date()).sealed  # read from the daily totals from now on
+
+    rate(api, rated, "up")  # the outcome row counts the rating: that day's totals are summed again
+    assert api.get(URL, window).json()["total"] == figures(0, 0, 2, 1, 0)
+    timeline = api.get(f"{URL}/timeline", window).json()
+    assert [day["abandoned"] for day in timeline if day["period"].startswith(days_ago(3).date().isoformat())] == [2]
+
+    say(api, "e agora?", "reopened")  # a customer writing again opens it: its outcome is undecided
+    assert api.get(URL, window).json()["total"] == figures(0, 0, 1, 1, 0)
 
 
 @pytest.fixture
