@@ -85,8 +85,10 @@ class Fact:
                 if expr is not None and (needed is None or name in needed)
             }
         )
+        # The tenant of a message, decision or tool call is its conversation's: a join, for the reads that need it
+        # (a build groups by it; a read filters by the path itself, see _scoped).
         scope = (("tenant_id", self.tenant), ("profile_id", self.profile))
-        computed.update({name: F(path) for name, path in scope if path != name})
+        computed.update({name: F(path) for name, path in scope if path != name and (needed is None or name in needed)})
         return rows.annotate(**computed)
 
 
