@@ -383,9 +383,9 @@ def routing_quality(
     }
     rated = _rated(**scope)
     counts = {"up": Count("pk", filter=UP), "down": Count("pk", filter=DOWN)}
-    # Each rating repeats its answer's agent and its turn's route decision (conversations.feedback.feedback_give).
-    chosen: list[Mapping[str, Any]] = list(rated.values("profile_id", "route_agent").annotate(**counts))
-    written: list[Mapping[str, Any]] = list(rated.values("profile_id", "agent").annotate(**counts))
+    # Each rating repeats its answer's agent and its turn's route decision (conversations.feedback.feedback_give):
+    # one pass over the window's ratings, grouped by both, read by the agent chosen and by the one that wrote.
+    grouped: list[Mapping[str, Any]] = list(rated.values("profile_id", "route_agent", "agent").annotate(**counts))
     window = window_open(start, end)
     answers = fact_rows(
         MESSAGES,
@@ -407,10 +407,10 @@ def routing_quality(
         cohort=cohort,
         version=version,
     )
-    names = _names(row["profile_id"] for rows in (chosen, written, answers, escalated) for row in rows)
+    names = _names(row["profile_id"] for rows in (grouped, answers, escalated) for row in rows)
 
     by_choice: dict[tuple[str, str], list[int]] = {}
-    for row in chosen:
+    for row in grouped:
         if not row["route_agent"]:
             continue  # a rated answer whose turn stored no decision: routing chose nothing to judge
         key = (names.get(row["profile_id"], ""), row["route_agent"])
@@ -440,7 +440,7 @@ def routing_quality(
         figures["answers"] += row["n"]
         figures["judged"] += row["judge_n"]
         figures["judge_sum"] += row["judge_sum"]
-    for row in written:
+    for row in grouped:
         figures = agent(row["profile_id"], row["agent"])
         figures["up"] += row["up"]
         figures["down"] += row["down"]
