@@ -261,7 +261,13 @@ def routing_tests_accuracy(*, profile_id: int | None = None) -> dict[str, Any]:
     ``{total, passed, failed, accuracy_percentage, profiles: [{profile, version, total, passed, failed,
     accuracy_percentage}]}``. Tests are configuration, shared by the tenants a profile serves; one query, then the
     runner (no query)."""
-    tests = RoutingTestCase.objects.filter(enabled=True).select_related("profile").order_by("profile_id", "name")
+    # What a run reads of a test, and its profile's name alone (a profile's JSON settings are many, per row).
+    tests = (
+        RoutingTestCase.objects.filter(enabled=True)
+        .select_related("profile")
+        .only("name", "message", "expect", "state", "active_specialist", "turns", "profile__agent_id")
+        .order_by("profile_id", "name")
+    )
     if profile_id is not None:
         tests = tests.filter(profile_id=profile_id)
     cases: dict[str, list[RoutingTestData]] = {}
