@@ -8,7 +8,12 @@ class AnalyticsConfig(AppConfig):
 
     def ready(self) -> None:
         from analytics.services import conversation_counted_again, rollup_days_unseal, rollup_seal_before
-        from conversations.public import conversation_recounted, store_rows_deleted, store_rows_retiring
+        from conversations.public import (
+            conversation_recounted,
+            outcomes_changed,
+            store_rows_deleted,
+            store_rows_retiring,
+        )
 
         # Writers of the conversation store do not know about the daily totals: they send signals, and the
         # totals of the days whose rows changed are marked stale here (analytics/services.py).
@@ -22,6 +27,11 @@ class AnalyticsConfig(AppConfig):
         store_rows_deleted.connect(
             lambda sender, days, **kwargs: rollup_days_unseal(days),
             dispatch_uid="analytics-store-rows-deleted",
+            weak=False,
+        )
+        outcomes_changed.connect(
+            lambda sender, days, **kwargs: rollup_days_unseal(days),
+            dispatch_uid="analytics-outcomes-changed",
             weak=False,
         )
         # A retention purge: the days it reaches are summed before their rows go (and stay as summed).

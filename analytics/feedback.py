@@ -214,14 +214,15 @@ def feedback_breakdown(
     rows = _rated(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version)
     counts = {"up": Count("pk", filter=UP), "down": Count("pk", filter=DOWN)}
     per_profile = list(rows.values("profile_id").annotate(**counts))
-    per_intent = list(feedback_with_turn(rows).values("profile_id", "decision_intent").annotate(**counts))
-    per_agent = list(rows.values("profile_id", "message__agent").annotate(**counts))
+    # Each rating repeats its answer's agent and its turn's intent (conversations.feedback.feedback_give).
+    per_intent = list(rows.values("profile_id", "route_intent").annotate(**counts))
+    per_agent = list(rows.values("profile_id", "agent").annotate(**counts))
     ids = {row["profile_id"] for row in per_profile}
     names = dict(AgentProfile.objects.filter(pk__in=ids).values_list("pk", "agent_id")) if ids else {}
     return {
         "profiles": _ranked(per_profile, names),
-        "intents": _ranked(per_intent, names, "intent", "decision_intent"),
-        "agents": _ranked(per_agent, names, "agent", "message__agent"),
+        "intents": _ranked(per_intent, names, "intent", "route_intent"),
+        "agents": _ranked(per_agent, names, "agent", "agent"),
         "documents": _per_document(rows, names),
     }
 

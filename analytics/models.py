@@ -1,6 +1,6 @@
 """The analytics' own tables: daily totals of closed days, and the permission that opens the analytics to a user.
 
-The analytics read conversations, messages, route decisions, tool calls and handoffs. Summing those rows over
+The analytics read conversations, messages, route decisions, tool calls, handoffs and outcomes. Summing those rows over
 90 days of a busy platform takes seconds, so every UTC day that has closed is summed once into the ``Daily*``
 tables below (:mod:`analytics.rollups` says what each holds and how; :mod:`analytics.services` builds them).
 A :class:`RollupDay` row marks a day whose totals are complete; the selectors read those days from the totals
@@ -186,3 +186,24 @@ class DailyConversations(DailyTotal):
 
     def __str__(self) -> str:
         return self.describe(self.cohort, f"kinds {self.handoff_kinds}")
+
+
+class DailyOutcomes(DailyTotal):
+    """Conversations' outcomes by the day they were decided, per cohort, routing version, outcome, intent, goal and
+    agent (as :class:`conversations.models.ConversationOutcome` holds them), with their rated answers summed."""
+
+    cohort = models.CharField(max_length=16, blank=True)
+    routing_version = models.PositiveIntegerField(null=True, blank=True)
+    outcome = models.CharField(max_length=16)
+    intent = models.CharField(max_length=100, blank=True)
+    goal = models.CharField(max_length=100, blank=True)
+    agent = models.CharField(max_length=64, blank=True)
+    rated_up = models.PositiveBigIntegerField(default=0)
+    rated_down = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        indexes = _indexes("daily_outcomes")
+        verbose_name_plural = "daily outcomes"
+
+    def __str__(self) -> str:
+        return self.describe(self.outcome, self.intent or self.goal, self.agent)

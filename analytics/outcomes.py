@@ -3,7 +3,8 @@
 ``GET /api/analytics/outcomes``: conversations decided in the window — resolved, escalated, abandoned, their share of
 the decided ones, and the CSAT of their rated answers — in total and grouped ``by`` profile, intent (a goal-mode
 conversation's goal), agent, cohort or routing version. ``GET /api/analytics/outcomes/timeline``: the same per UTC day
-or hour. Both read :class:`~conversations.models.ConversationOutcome` alone (its covering indexes), by ``decided_at``.
+or hour. Both read :class:`~conversations.models.ConversationOutcome` by ``decided_at``: closed days from their daily
+totals (:data:`analytics.rollups.DECIDED`), the rest from the rows (their covering indexes).
 
 ``GET /api/analytics/quality`` (docs/analytics.md): *routing accuracy (initial agent selection)* three ways — the
 saved routing tests run against each profile's live version, the decisions editors turned into routing tests and
@@ -22,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Case, Count, Exists, F, OuterRef, Q, QuerySet, Sum, When
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Trunc
 from django.utils import timezone
@@ -34,12 +35,11 @@ from rest_framework.response import Response
 from agents.models import AgentProfile
 from analytics.apis import ERRORS, FILTER_PARAMETERS, AnalyticsApi
 from analytics.filters import BUCKETS, bucket_parse
-from analytics.rollups import DRAFT, HANDOFFS, MESSAGES, NO_COHORT, fact_rows, slice_where
+from analytics.rollups import DECIDED, DRAFT, HANDOFFS, MESSAGES, NO_COHORT, day_start, fact_rows, slice_where
 from analytics.selectors import timeline_periods, window_rows
 from analytics.services import window_open
 from common.errors import DomainError
 from conversations.models import ConversationOutcome, FeedbackRating, Message, MessageFeedback, MessageRole, Outcome
-from conversations.public import feedback_with_turn
 from handoffs.models import PERSON, HandoffKind, HandoffStatus
 from releases.models import RoutingTestCase
 from releases.public import RoutingTestData, routing_tests_run
@@ -108,11 +108,11 @@ COUNTS: dict[str, Any] = {
 
 def _counted(row: Mapping[str, Any]) -> dict[str, Any]:
     return outcome_figures(
-        resolved=row[Outcome.RESOLVED] or 0,
-        escalated=row[Outcome.ESCALATED] or 0,
-        abandoned=row[Outcome.ABANDONED] or 0,
-        up=row["up"] or 0,
-        down=row["down"] or 0,
+        resolved=row.get(Outcome.RESOLVED) or 0,
+        escalated=row.get(Outcome.ESCALATED) or 0,
+        abandoned=row.get(Outcome.ABANDONED) or 0,
+        up=row.get("up") or 0,
+        down=row.get("down") or 0,
     )
 
 
@@ -132,6 +132,27 @@ def _group_value(by: str, value: Any) -> str:
     return value or ""
 
 
+# The daily columns each grouping reads, the last one its group's value (intent: a goal-mode conversation's goal,
+# else its intent, from the two columns).
+GROUP_COLUMNS: dict[str, tuple[str, ...]] = {
+    "profile": ("profile_id",),
+    "intent": ("profile_id", "intent", "goal"),
+    "agent": ("profile_id", "agent"),
+    "cohort": ("cohort",),
+    "version": ("profile_id", "routing_version"),
+}
+
+
+def _tally(totals: dict[Any, dict[str, int]], key: Any, row: Mapping[str, Any]) -> None:
+    """Add a grouped row of :data:`~analytics.rollups.DECIDED` (``outcome``, ``n``, ``rated_up``, ``rated_down``)
+    to ``key``'s counts, in the shape :func:`_counted` reads."""
+    counts = totals.setdefault(key, {**{str(outcome): 0 for outcome in OUTCOMES}, "up": 0, "down": 0})
+    if row["outcome"] in counts:
+        counts[row["outcome"]] += row["n"]
+    counts["up"] += row["rated_up"]
+    counts["down"] += row["rated_down"]
+
+
 def outcome_summary(
     *,
     start: dt.datetime,
@@ -145,30 +166,35 @@ def outcome_summary(
     """Conversations decided in ``[start, end)``: ``{total, by, groups}``, each figure as :func:`outcome_figures`.
     ``groups`` are per profile, per intent (a goal-mode conversation's goal), per agent (the assistant that
     answered last), per cohort, or per routing version of the last turn — ``[{profile, group, ...}]`` where intents,
-    agents and versions are named within their ``profile`` (``None`` for cohorts); most decided first. Two queries
-    (three with profile names)."""
+    agents and versions are named within their ``profile`` (``None`` for cohorts); most decided first. Closed days
+    from the daily totals, the rest from the outcome rows (:func:`analytics.rollups.fact_rows`): two queries at
+    most, and the profile names."""
     if by not in GROUPINGS:
         raise ValueError(ERROR_BY)
-    rows = _decided(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version)
-    total = _counted(rows.aggregate(**COUNTS))
-    fields = {
-        "profile": ["profile_id"],
-        "intent": ["profile_id", "group"],
-        "agent": ["profile_id", "agent"],
-        "cohort": ["cohort"],
-        "version": ["profile_id", "routing_version"],
-    }[by]
-    if by == "intent":  # goal mode's conversations by their goal
-        rows = rows.annotate(group=Case(When(goal="", then=F("intent")), default=F("goal")))
-    grouped = list(rows.values(*fields).annotate(**COUNTS))
-    names = _names(row["profile_id"] for row in grouped if "profile_id" in row)
-    groups = []
+    columns = GROUP_COLUMNS[by]
+    grouped = fact_rows(
+        DECIDED,
+        window_open(start, end),
+        by=("outcome", *columns),
+        tenant_id=tenant_id,
+        profile_id=profile_id,
+        cohort=cohort,
+        version=version,
+    )
+    totals: dict[Any, dict[str, int]] = {}
+    per_group: dict[tuple, dict[str, int]] = {}
     for row in grouped:
-        profile = names.get(row["profile_id"], "") if "profile_id" in row else None
-        value = profile if by == "profile" else _group_value(by, row[fields[-1]])
-        groups.append({"profile": profile, "group": value, **_counted(row)})
+        _tally(totals, None, row)
+        value = (row["goal"] or row["intent"]) if by == "intent" else row[columns[-1]]
+        _tally(per_group, (row.get("profile_id"), value), row)
+    names = _names(profile for profile, _ in per_group if profile is not None)
+    groups = []
+    for (profile_pk, value), counts in per_group.items():
+        profile = names.get(profile_pk, "") if "profile_id" in columns else None
+        shown = profile if by == "profile" else _group_value(by, value)
+        groups.append({"profile": profile, "group": shown, **_counted(counts)})
     groups.sort(key=lambda group: (-group["decided"], group["profile"] or "", group["group"]))
-    return {"total": total, "by": by, "groups": groups}
+    return {"total": _counted(totals.get(None, {})), "by": by, "groups": groups}
 
 
 def outcome_timeline(
@@ -183,12 +209,30 @@ def outcome_timeline(
     now: dt.datetime | None = None,
 ) -> list[dict[str, Any]]:
     """Conversations decided per UTC day or hour, oldest first, every period up to ``now`` listed (empty ones with
-    zeros): ``[{period, ...outcome_figures}]``. One query."""
+    zeros): ``[{period, ...outcome_figures}]``. Days as :func:`outcome_summary` reads them (two queries at most);
+    hours from the outcome rows (one query: the daily totals have no hours, and hourly windows are short)."""
     if bucket not in BUCKETS:
         raise ValueError(f"bucket must be 'day' or 'hour', not {bucket!r}")
-    rows = _decided(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version)
-    grouped = rows.annotate(period=Trunc("decided_at", bucket, tzinfo=dt.UTC)).values("period").annotate(**COUNTS)
-    found = {row["period"].astimezone(dt.UTC): _counted(row) for row in grouped}
+    found: dict[dt.datetime, dict[str, Any]] = {}
+    if bucket == "day":
+        per_day: dict[dt.date, dict[str, int]] = {}
+        for row in fact_rows(
+            DECIDED,
+            window_open(start, end),
+            by=("day", "outcome"),
+            tenant_id=tenant_id,
+            profile_id=profile_id,
+            cohort=cohort,
+            version=version,
+        ):
+            _tally(per_day, row["day"], row)
+        found = {day_start(day): _counted(counts) for day, counts in per_day.items()}
+    else:
+        rows = _decided(
+            start=start, end=end, tenant_id=tenant_id, profile_id=profile_id, cohort=cohort, version=version
+        )
+        grouped = rows.annotate(period=Trunc("decided_at", bucket, tzinfo=dt.UTC)).values("period").annotate(**COUNTS)
+        found = {row["period"].astimezone(dt.UTC): _counted(row) for row in grouped}
     until = min(end, now or timezone.now())
     return [
         {"period": period.isoformat(), **found.get(period, outcome_figures())}
@@ -217,7 +261,13 @@ def routing_tests_accuracy(*, profile_id: int | None = None) -> dict[str, Any]:
     ``{total, passed, failed, accuracy_percentage, profiles: [{profile, version, total, passed, failed,
     accuracy_percentage}]}``. Tests are configuration, shared by the tenants a profile serves; one query, then the
     runner (no query)."""
-    tests = RoutingTestCase.objects.filter(enabled=True).select_related("profile").order_by("profile_id", "name")
+    # What a run reads of a test, and its profile's name alone (a profile's JSON settings are many, per row).
+    tests = (
+        RoutingTestCase.objects.filter(enabled=True)
+        .select_related("profile")
+        .only("name", "message", "expect", "state", "active_specialist", "turns", "profile__agent_id")
+        .order_by("profile_id", "name")
+    )
     if profile_id is not None:
         tests = tests.filter(profile_id=profile_id)
     cases: dict[str, list[RoutingTestData]] = {}
@@ -339,10 +389,9 @@ def routing_quality(
     }
     rated = _rated(**scope)
     counts = {"up": Count("pk", filter=UP), "down": Count("pk", filter=DOWN)}
-    chosen: list[Mapping[str, Any]] = list(
-        feedback_with_turn(rated).values("profile_id", "decision_agent").annotate(**counts)
-    )
-    written: list[Mapping[str, Any]] = list(rated.values("profile_id", "message__agent").annotate(**counts))
+    # Each rating repeats its answer's agent and its turn's route decision (conversations.feedback.feedback_give):
+    # one pass over the window's ratings, grouped by both, read by the agent chosen and by the one that wrote.
+    grouped: list[Mapping[str, Any]] = list(rated.values("profile_id", "route_agent", "agent").annotate(**counts))
     window = window_open(start, end)
     answers = fact_rows(
         MESSAGES,
@@ -364,13 +413,13 @@ def routing_quality(
         cohort=cohort,
         version=version,
     )
-    names = _names(row["profile_id"] for rows in (chosen, written, answers, escalated) for row in rows)
+    names = _names(row["profile_id"] for rows in (grouped, answers, escalated) for row in rows)
 
     by_choice: dict[tuple[str, str], list[int]] = {}
-    for row in chosen:
-        if row["decision_agent"] is None:
+    for row in grouped:
+        if not row["route_agent"]:
             continue  # a rated answer whose turn stored no decision: routing chose nothing to judge
-        key = (names.get(row["profile_id"], ""), row["decision_agent"])
+        key = (names.get(row["profile_id"], ""), row["route_agent"])
         pair = by_choice.setdefault(key, [0, 0])
         pair[0] += row["up"]
         pair[1] += row["down"]
@@ -397,8 +446,8 @@ def routing_quality(
         figures["answers"] += row["n"]
         figures["judged"] += row["judge_n"]
         figures["judge_sum"] += row["judge_sum"]
-    for row in written:
-        figures = agent(row["profile_id"], row["message__agent"])
+    for row in grouped:
+        figures = agent(row["profile_id"], row["agent"])
         figures["up"] += row["up"]
         figures["down"] += row["down"]
     for row in escalated:

@@ -1,7 +1,7 @@
 """What the daily totals hold, and reading a window from them and from the rows of days not summed.
 
 Each :class:`Fact` names a source of rows (messages, latencies of answers, route decisions, tool calls,
-handoffs, conversations), the path from a row to its tenant and profile, the dimensions it is grouped by and
+handoffs, conversations, outcomes), the path from a row to its tenant and profile, the dimensions it is grouped by and
 the measures summed. The same definition builds the daily table (:func:`fact_group` over closed days, see
 :mod:`analytics.services`) and reads a window (:func:`fact_rows`): sealed days from the daily table, every
 other part of the window from the source rows, grouped the same way and added up, so a figure never depends
@@ -26,11 +26,12 @@ from analytics.models import (
     DailyHandoffs,
     DailyLatencies,
     DailyMessages,
+    DailyOutcomes,
     DailyRouteMethods,
     DailyToolCalls,
     DailyTotal,
 )
-from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
+from conversations.models import Conversation, ConversationOutcome, Message, MessageRole, RouteDecisionRecord, ToolCall
 from handoffs.models import Handoff
 from tenants.public import TenantScope, tenant_scope_where
 
@@ -84,8 +85,10 @@ class Fact:
                 if expr is not None and (needed is None or name in needed)
             }
         )
+        # The tenant of a message, decision or tool call is its conversation's: a join, for the reads that need it
+        # (a build groups by it; a read filters by the path itself, see _scoped).
         scope = (("tenant_id", self.tenant), ("profile_id", self.profile))
-        computed.update({name: F(path) for name, path in scope if path != name})
+        computed.update({name: F(path) for name, path in scope if path != name and (needed is None or name in needed)})
         return rows.annotate(**computed)
 
 
@@ -170,7 +173,19 @@ CONVERSATIONS = Fact(
     dimensions={"cohort": None, "routing_version": _FIRST_VERSION, "handoff_kinds": None, "language": None},
     measures={"n": Count("*")},
 )
-FACTS: tuple[Fact, ...] = (MESSAGES, LATENCIES, ROUTE_METHODS, TOOL_CALLS, HANDOFFS, CONVERSATIONS)
+# Outcomes by the day they were decided. A row of a closed day changes when its conversation is rated again or
+# reopened, or its outcome is replaced: the conversation store says so (conversations.signals.outcomes_changed).
+DECIDED = Fact(
+    name="outcomes",
+    rollup=DailyOutcomes,
+    source=ConversationOutcome.objects.all,
+    tenant="tenant_id",
+    profile="profile_id",
+    dimensions={"cohort": None, "routing_version": None, "outcome": None, "intent": None, "goal": None, "agent": None},
+    measures={"n": Count("*"), "rated_up": Sum("rated_up", default=0), "rated_down": Sum("rated_down", default=0)},
+    time="decided_at",
+)
+FACTS: tuple[Fact, ...] = (MESSAGES, LATENCIES, ROUTE_METHODS, TOOL_CALLS, HANDOFFS, CONVERSATIONS, DECIDED)
 
 
 # -- the window -----------------------------------------------------------------------------------------------

@@ -711,7 +711,7 @@ class Simulator:
             methods[step.decision.method] += 1
             last = (at, step.text, record.routing_version)
             if step.rating is not None and rows.answer is not None:
-                rated = self._rating_row(row, rows.answer, step.rating, at)
+                rated = self._rating_row(row, rows.answer, rows.decision, step.rating, at)
                 if rated is not None:
                     batch.ratings.append(rated)
                     ratings.append((at + step.rating[2], rated.rating))
@@ -1164,7 +1164,12 @@ class Simulator:
         return 1 if act.kind == "hand_back" else 0
 
     def _rating_row(
-        self, row: Conversation, answer: Message, rating: tuple[str, str, float], at: float
+        self,
+        row: Conversation,
+        answer: Message,
+        decision: RouteDecisionRecord | None,
+        rating: tuple[str, str, float],
+        at: float,
     ) -> MessageFeedback | None:
         """The customer's rating of ``answer`` (``conversations.feedback.feedback_give``), ``None`` when it would come
         after the range."""
@@ -1183,6 +1188,9 @@ class Simulator:
             cohort=answer.cohort,
             routing_version=answer.routing_version,
             answered_at=answer.created_at,
+            agent=answer.agent,
+            route_agent=decision.agent if decision is not None else "",
+            route_intent=decision.intent if decision is not None else "",
             created_at=_when(rated),
             updated_at=_when(rated),
         )

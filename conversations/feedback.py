@@ -74,7 +74,8 @@ def feedback_give(
     """Rate the answer ``message_id`` of ``conversation``: one rating per answer, a new one replaces the last
     (rating, comment and who; ``created_at`` stays the first rating's).
 
-    The row copies the answer's cohort, routing version and time, and the conversation's tenant and profile.
+    The row copies the answer's cohort, routing version, time and agent, its turn's route decision (agent and
+    intent, :func:`answer_turn`), and the conversation's tenant and profile.
     Raises :class:`NotAnAnswer` when ``message_id`` is not an assistant message of ``conversation``. Two ratings of
     the same answer at once leave one row: the answer's row is locked while its feedback is written.
 
@@ -82,9 +83,9 @@ def feedback_give(
     (:func:`thumbs_down_escalate`); a decided conversation's outcome row counts the ratings anew.
     """
     answer = (
-        Message.objects.select_for_update()
+        answer_turn(Message.objects.select_for_update(of=("self",)), answer="pk")
         .filter(pk=message_id, conversation=conversation, role=MessageRole.ASSISTANT)
-        .only("pk", "cohort", "routing_version", "created_at")
+        .only("pk", "cohort", "routing_version", "created_at", "agent")
         .first()
     )
     if answer is None:
@@ -101,6 +102,9 @@ def feedback_give(
             "cohort": answer.cohort,
             "routing_version": answer.routing_version,
             "answered_at": answer.created_at,
+            "agent": answer.agent,
+            "route_agent": answer.decision_agent or "",
+            "route_intent": answer.decision_intent or "",
         },
     )
     escalation = thumbs_down_escalate(conversation=conversation, comment=comment) if rating == "down" else None
@@ -276,12 +280,21 @@ def feedback_with_turn(
     the answer replied to: the conversation's last user message before it, as :mod:`conversations.records` writes a
     turn), and that message's route decision — ``decision_intent``, ``decision_agent``, ``decision_method`` —
     ``None`` where the turn stored none. Correlated subqueries: for a page of rows or a grouped count."""
+    return answer_turn(rows, answer="message_id").annotate(
+        question_text=Subquery(Message.objects.filter(pk=OuterRef("question_id")).values("content")[:1]),
+    )
+
+
+def answer_turn(rows: QuerySet[Any], *, answer: str) -> QuerySet[Any]:
+    """``rows`` (each naming an answer by its field ``answer`` and its ``conversation_id``) with the answer's turn:
+    ``question_id``, the conversation's last user message before the answer, and that message's first route
+    decision's ``decision_intent``, ``decision_agent`` and ``decision_method`` (``None`` where the turn stored none).
+    Correlated subqueries."""
     question = Message.objects.filter(
-        conversation_id=OuterRef("conversation_id"), role=MessageRole.USER, pk__lt=OuterRef("message_id")
+        conversation_id=OuterRef("conversation_id"), role=MessageRole.USER, pk__lt=OuterRef(answer)
     ).order_by("-pk")
     decision = RouteDecisionRecord.objects.filter(message_id=OuterRef("question_id")).order_by("pk")
     return rows.annotate(question_id=Subquery(question.values("pk")[:1])).annotate(
-        question_text=Subquery(Message.objects.filter(pk=OuterRef("question_id")).values("content")[:1]),
         decision_intent=Subquery(decision.values("intent")[:1]),
         decision_agent=Subquery(decision.values("agent")[:1]),
         decision_method=Subquery(decision.values("method")[:1]),

@@ -387,7 +387,9 @@ class MessageFeedback(models.Model):
     One per answer: rating it again replaces the row (``conversations.feedback.feedback_give``). ``tenant``,
     ``profile``, ``cohort``, ``routing_version`` and ``answered_at`` repeat what the conversation and the answer
     know (as ``Handoff`` and ``GoalRun`` do), so that the analytics and the rollout guards count feedback per
-    cohort and version over this table alone, by when the rated answers were given.
+    cohort and version over this table alone, by when the rated answers were given. ``agent`` repeats who wrote the
+    answer, ``route_agent`` and ``route_intent`` the route decision of its turn (the customer's message it replied
+    to), so that the quality analytics group ratings by them without a lookup per rating.
     """
 
     message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="feedback")
@@ -413,6 +415,13 @@ class MessageFeedback(models.Model):
         null=True, blank=True, help_text="The answer's routing version (blank: a draft or a never-published profile)."
     )
     answered_at = models.DateTimeField(help_text="When the rated answer was given (the answer's created_at).")
+    agent = models.CharField(max_length=64, blank=True, help_text="The specialist that wrote the rated answer.")
+    route_agent = models.CharField(
+        max_length=64, blank=True, help_text="The agent the turn's route decision chose (blank: the turn stored none)."
+    )
+    route_intent = models.CharField(
+        max_length=100, blank=True, help_text="The intent of the turn's route decision (blank: the turn stored none)."
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -16,7 +16,8 @@ opens it again (the graph's rule); an escalated one stays escalated.
 
 :func:`outcomes_close` works in bounded batches, one transaction each, whatever the batch's size: one read (the
 conversations with their last message, version and ratings as subqueries, locked, skipping those a turn holds), one
-update of the outcome column, one insert of the outcome rows. The update re-checks that the conversation is still
+update of the outcome column, one read of the outcome rows it replaces (their days' totals go stale), one insert of
+the outcome rows. The update re-checks that the conversation is still
 open and idle (a batch where one is not is rolled back and tried again next time), so a customer who writes
 meanwhile is never closed under their own turn; a turn that starts after the close sees the closed conversation and
 opens it again. A conversation waiting in a queue (``queued``) past its profile's timeout is
@@ -51,7 +52,7 @@ from conversations.models import (
     MessageRole,
     Outcome,
 )
-from conversations.ratings import ratings_counted
+from conversations.ratings import outcomes_changing, ratings_counted
 from routing.public import small_talk_read, snapshot_current
 
 logger = logging.getLogger(__name__)
@@ -208,6 +209,7 @@ def _decide(
         # is kept, and the next run decides them again.
         transaction.set_rollback(True)
         return {}
+    outcomes_changing(list(endings))  # a row left by a conversation that reopened is replaced
     ConversationOutcome.objects.bulk_create(
         [outcome_row(read, endings[read["pk"]], now) for read in reads],
         update_conflicts=True,  # a row left by a conversation that reopened meanwhile is replaced

@@ -79,7 +79,7 @@ from conversations.selectors import (
     usage_report,
 )
 from conversations.services import session_clear, session_end
-from conversations.signals import conversation_recounted, store_rows_deleted, store_rows_retiring
+from conversations.signals import conversation_recounted, outcomes_changed, store_rows_deleted, store_rows_retiring
 from conversations.turn import LIMIT_ANSWER, LIMIT_MAX_TOKENS, ClaimTakenOver, Turn, TurnInput, TurnResult
 from conversations.usage_fields import USAGE_DESCRIPTION, USAGE_FIELDS
 
@@ -160,6 +160,7 @@ __all__ = [
     "message_cursor",
     "message_public",
     "new_session_id",
+    "outcomes_changed",
     "person_of_user",
     "positions",
     "question_of_answer",

@@ -1,15 +1,21 @@
 """A conversation's ratings counted for its outcome row (the CSAT of docs/analytics.md, "Outcomes"): one expression
 over the feedback table, for one conversation or, correlated, for many in one query. Read by the feedback service,
-the outcomes' close and the desk (a conversation handed to a person counts what it was rated before)."""
+the outcomes' close and the desk (a conversation handed to a person counts what it was rated before).
+
+Outcome rows are summed per day once the day has closed (the analytics' daily totals): whoever changes or deletes
+one calls :func:`outcomes_changing` first, which tells the days the rows were decided on (``outcomes_changed``)."""
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Collection
 from typing import Any
 
 from django.db.models import Count, IntegerField, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, TruncDate
 
 from conversations.models import ConversationOutcome, FeedbackRating, MessageFeedback
+from conversations.signals import outcomes_changed
 
 
 def ratings_counted(conversation: Any, rating: str) -> Coalesce:
@@ -25,10 +31,23 @@ def ratings_counted(conversation: Any, rating: str) -> Coalesce:
     return Coalesce(Subquery(found, output_field=IntegerField()), Value(0))
 
 
-def outcome_ratings_count(*, conversation_id: int) -> None:
+def outcomes_changing(conversation_ids: Collection[int]) -> None:
+    """The outcome rows of these conversations are about to change or go: send ``outcomes_changed`` with the UTC
+    days they were decided on (none without a row). One query, and what the receivers do (the analytics mark the
+    days' totals stale); call in the transaction that changes the rows."""
+    rows = ConversationOutcome.objects.filter(conversation_id__in=conversation_ids).order_by()
+    days = set(rows.annotate(day=TruncDate("decided_at", tzinfo=dt.UTC)).values_list("day", flat=True))
+    if days:
+        outcomes_changed.send(sender=ConversationOutcome, days=days)
+
+
+def outcome_ratings_count(*, conversation_id: int, told: bool = False) -> None:
     """A decided conversation's outcome row counts its rated answers again (a rating after the outcome, or changed):
-    one update, none when the conversation is still open."""
-    ConversationOutcome.objects.filter(conversation_id=conversation_id).update(
+    one update while the conversation is still open, and :func:`outcomes_changing` once it is decided (``told``: the
+    caller told the row's day already)."""
+    counted = ConversationOutcome.objects.filter(conversation_id=conversation_id).update(
         rated_up=ratings_counted(conversation_id, FeedbackRating.UP),
         rated_down=ratings_counted(conversation_id, FeedbackRating.DOWN),
     )
+    if counted and not told:
+        outcomes_changing([conversation_id])

@@ -36,6 +36,7 @@ from conversations.models import (
     RouteDecisionRecord,
     ToolCall,
 )
+from conversations.ratings import outcomes_changing
 from conversations.signals import conversation_recounted
 from conversations.supervisor import gap_text
 from handoffs.models import Handoff
@@ -376,6 +377,7 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
                     goal=record.goal,
                 )
             elif reopened:  # the customer wrote to a closed conversation: it is open again, its outcome undecided
+                outcomes_changing([record.conversation_id])  # the day it was decided on is counted again
                 ConversationOutcome.objects.filter(conversation_id=record.conversation_id).delete()
             if joined:
                 _turn_statement_send(rows, conversation_pk=record.conversation_id, ticket=ticket, updates=updates)

@@ -23,6 +23,11 @@ escalation_changed = Signal()
 # deleted rows had been written on.
 store_rows_deleted = Signal()
 
+# Outcome rows are about to change or go: a decided conversation's ratings counted again, its outcome replaced, or
+# the conversation opened again by a customer's message. Keyword argument: ``days``, the UTC dates the rows were
+# decided on.
+outcomes_changed = Signal()
+
 # Rows of the store are about to be deleted for good (a tenant's retention purge). Keyword arguments: ``since`` and
 # ``before``, the span the rows were written in (``before`` a UTC midnight). Sent before any of them goes, outside a
 # transaction: the analytics sum the closed days of the span first, and from then on keep those days' totals as they

@@ -15,7 +15,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents.models import AgentProfile
+from analytics.models import RollupDay
 from analytics.outcomes import ERROR_BY
+from analytics.services import rollup_build
 from conversations.models import Conversation, ConversationOutcome, Message, RouteDecisionRecord
 from conversations.outcomes import outcomes_close
 from handoffs.models import PERSON, Handoff
@@ -34,9 +36,10 @@ def days_ago(days: int, hour: int = 10) -> dt.datetime:
     return dt.datetime.combine(today - dt.timedelta(days=days), dt.time(hour), tzinfo=dt.UTC)
 
 
-@pytest.fixture
-def decided(tenant, outsider):
-    """Outcomes, as the close and the graph write them (by days back from today):
+@pytest.fixture(params=("daily_totals", "rows", "mixed"))
+def decided(request, tenant, outsider, settings):
+    """Outcomes, as the close and the graph write them (by days back from today), read three ways: every closed day
+    from the daily totals, every day from the rows, or D2 and D40 from the totals and the rest from the rows:
 
     ======  =======  ==============  ===========  ========  =====================  =======  =========
     tenant  profile  outcome         cohort       version   intent / goal          agent    up, down
@@ -78,6 +81,15 @@ def decided(tenant, outsider):
             started_at=days_ago(age, 9),
             decided_at=days_ago(age),
         )
+    if request.param == "rows":
+        settings.ANALYTICS_ROLLUPS = False
+    else:
+        settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+    if request.param == "mixed":
+        for age in (2, 40):
+            day = days_ago(age).date()
+            assert rollup_build(first=day, last=day) == [day]
+        settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 366 * 86400  # no other day closes
 
 
 def figures(resolved, escalated, abandoned, up, down) -> dict:
@@ -211,11 +223,16 @@ def test_tenants_see_only_their_outcomes_and_bad_input_names_the_field(
     assert set(api.get(URL, {"cohort": "blue", "days": "x"}).json()["error"]["fields"]) == {"cohort", "days"}
 
 
-def test_the_outcomes_are_two_queries_whatever_the_number_of_groups(api, decided):
-    with CaptureQueriesContext(connection) as read:
-        assert api.get(URL, {"days": 30, "by": "agent"}).status_code == 200
-    counted = [query["sql"] for query in read.captured_queries if "conversations_conversationoutcome" in query["sql"]]
-    assert len(counted) == 2  # the total and the groups, each one aggregate
+def test_the_outcomes_are_two_queries_at_most_whatever_the_number_of_groups(api, decided):
+    assert api.get(URL, {"days": 30}).status_code == 200  # the closed days are summed on the first read
+    counted = []
+    for by in ("profile", "agent", "intent"):
+        with CaptureQueriesContext(connection) as read:
+            assert api.get(URL, {"days": 30, "by": by}).status_code == 200
+        tables = ("conversations_conversationoutcome", "analytics_dailyoutcomes")
+        counted.append(len([query for query in read.captured_queries if any(t in query["sql"] for t in tables)]))
+    # The closed days from the daily totals, the rest from the rows: one grouped query each (rows alone: one).
+    assert counted == [counted[0]] * 3 and counted[0] <= 2
 
 
 # -- from real turns -----------------------------------------------------------------------------------------------
@@ -257,6 +274,30 @@ def test_customers_conversations_closed_after_their_timeout_are_counted_with_the
     assert body["total"] == figures(1, 1, 1, 1, 0)
     assert body["total"]["csat_percentage"] == 100.0
     assert ("telecom_contas", "billing_invoice_explanation") in [(g["profile"], g["group"]) for g in body["groups"]]
+
+
+def test_a_summed_days_outcomes_are_summed_again_once_a_conversation_decided_on_it_is_rated_or_reopened(
+    api, telecom, settings
+):
+    rated = say(api, "Minha fatura veio alta", "rated")
+    say(api, "quero rastrear meu pedido", "reopened")
+    quiet_since = timezone.now() - dt.timedelta(minutes=31)
+    Conversation.objects.update(created_at=quiet_since, turn_started_at=quiet_since)
+    assert outcomes_close().abandoned == 2
+    ConversationOutcome.objects.update(decided_at=days_ago(3))  # decided on a day that has closed since
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+    window = {"days": 7}
+
+    assert api.get(URL, window).json()["total"] == figures(0, 0, 2, 0, 0)
+    assert RollupDay.objects.get(day=days_ago(3).date()).sealed  # read from the daily totals from now on
+
+    rate(api, rated, "up")  # the outcome row counts the rating: that day's totals are summed again
+    assert api.get(URL, window).json()["total"] == figures(0, 0, 2, 1, 0)
+    timeline = api.get(f"{URL}/timeline", window).json()
+    assert [day["abandoned"] for day in timeline if day["period"].startswith(days_ago(3).date().isoformat())] == [2]
+
+    say(api, "e agora?", "reopened")  # a customer writing again opens it: its outcome is undecided
+    assert api.get(URL, window).json()["total"] == figures(0, 0, 1, 1, 0)
 
 
 @pytest.fixture

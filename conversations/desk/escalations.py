@@ -42,7 +42,7 @@ from conversations.models import (
     MessageRole,
     Outcome,
 )
-from conversations.ratings import outcome_ratings_count
+from conversations.ratings import outcome_ratings_count, outcomes_changing
 from conversations.signals import escalation_changed
 from handoffs.models import KIND_BITS, PERSON, Handoff, HandoffKind, HandoffStatus
 from handoffs.public import Move
@@ -283,10 +283,12 @@ def outcome_escalated(
     row = escalated_outcome(
         escalation=escalation, cohort=cohort, routing_version=routing_version, started_at=started_at, goal=goal
     )
+    outcomes_changing([row.conversation_id])  # an outcome decided before (on a day summed already) is replaced
     ConversationOutcome.objects.update_or_create(
         conversation_id=row.conversation_id, defaults={column: getattr(row, column) for column in ESCALATED_COLUMNS}
     )
-    outcome_ratings_count(conversation_id=escalation.conversation_id)  # what it was rated before it was handed over
+    # What it was rated before it was handed over; the row is decided now, on a day not summed yet.
+    outcome_ratings_count(conversation_id=escalation.conversation_id, told=True)
 
 
 def escalation_opened(escalation: Escalation, *, conversation_key: str, position: int | None) -> None:

@@ -4,18 +4,31 @@ down that hands the conversation to a person when its profile says so."""
 from __future__ import annotations
 
 import datetime as dt
+import importlib
+from types import SimpleNamespace
 
 import pytest
+from django.apps import apps
+from django.db import connection
 
 from agents.escalation import EscalationSettings
 from agents.models import AgentProfile
 from common.config_version import config_version_bump
-from conversations.feedback import NotAnAnswer, feedback_give, feedback_rates
-from conversations.models import Conversation, ConversationOutcome, Escalation, Message, MessageFeedback
+from conversations.feedback import NotAnAnswer, feedback_give, feedback_rates, feedback_with_turn
+from conversations.models import (
+    Conversation,
+    ConversationOutcome,
+    Escalation,
+    Message,
+    MessageFeedback,
+    RouteDecisionRecord,
+)
 from handoffs.models import PERSON, Handoff
 from tests.factories import AgentProfileFactory, ConversationFactory, TenantFactory
 
 pytestmark = pytest.mark.django_db
+
+feedback_turn = importlib.import_module("conversations.migrations.0027_feedback_turn")
 
 NOW = dt.datetime(2026, 11, 20, 12, tzinfo=dt.UTC)
 WINDOW = {"start": NOW - dt.timedelta(days=1), "end": NOW + dt.timedelta(days=1)}
@@ -67,6 +80,70 @@ def test_a_rating_copies_the_answers_cohort_version_and_time_and_a_second_one_re
     assert MessageFeedback.objects.count() == 1
     row.refresh_from_db()
     assert (row.rating, row.comment, row.created_at) == ("up", "", first.feedback.created_at)
+
+
+def turns(conversation) -> list[Message]:
+    """Three turns, each answered by another agent: two routed (to billing, then to orders: the second answer's
+    question is the later message), one whose turn stored no decision. Returns the answers."""
+    answers = []
+    for question, route, agent in (
+        ("fatura alta", ("billing_agent", "billing_high"), "billing_agent"),
+        ("meu pedido", ("orders_agent", "orders_track"), "orders_agent"),
+        ("oi", None, "support_agent"),
+    ):
+        asked = Message.objects.create(conversation=conversation, role="user", content=question)
+        if route is not None:
+            for intent in (route[1], "a_later_decision"):  # the turn's first decision is the one that routed it
+                RouteDecisionRecord.objects.create(
+                    conversation=conversation,
+                    message=asked,
+                    mode="router",
+                    route=route[0],
+                    agent=route[0],
+                    intent=intent,
+                    method="keywords",
+                )
+        answers.append(Message.objects.create(conversation=conversation, role="assistant", content="…", agent=agent))
+    return answers
+
+
+def stored_turns(conversation) -> list[tuple]:
+    rows = MessageFeedback.objects.filter(conversation=conversation).order_by("message_id")
+    return list(rows.values_list("agent", "route_agent", "route_intent"))
+
+
+def found_turns(conversation) -> list[tuple]:
+    """What the correlated subqueries of feedback_with_turn find for each rating (blank where they find none)."""
+    rows = feedback_with_turn(MessageFeedback.objects.filter(conversation=conversation).order_by("message_id"))
+    return [(row.message.agent, row.decision_agent or "", row.decision_intent or "") for row in rows]
+
+
+EXPECTED_TURNS = [
+    ("billing_agent", "billing_agent", "billing_high"),
+    ("orders_agent", "orders_agent", "orders_track"),
+    ("support_agent", "", ""),
+]
+
+
+def test_a_rating_repeats_its_answers_agent_and_the_route_decision_of_the_question_it_replied_to(world):
+    conversation = world["a"]
+    for message in turns(conversation):
+        feedback_give(conversation=conversation, message_id=message.pk, rating="up")
+
+    assert stored_turns(conversation) == found_turns(conversation) == EXPECTED_TURNS
+
+
+def test_the_migration_fills_in_the_turn_of_ratings_stored_before_it_as_a_new_rating_stores_it(world):
+    conversation, other = world["a"], world["b"]
+    for each in (conversation, other):
+        for message in turns(each):
+            feedback_give(conversation=each, message_id=message.pk, rating="down")
+    MessageFeedback.objects.update(agent="", route_agent="", route_intent="")  # as rows stored before it
+
+    feedback_turn.feedback_turn_fill(apps, SimpleNamespace(connection=connection))
+
+    assert stored_turns(conversation) == found_turns(conversation) == EXPECTED_TURNS
+    assert stored_turns(other) == EXPECTED_TURNS
 
 
 def test_only_an_assistant_message_of_the_conversation_can_be_rated(world):

@@ -233,9 +233,9 @@ def test_a_batch_costs_the_same_few_statements_whatever_its_size():
         assert close_later(batch_size=50).resolved == 12
 
     assert len(large) == len(small)
-    # The profiles, then per profile: the batch's read, its outcome rows and its outcome column (in a savepoint),
-    # and the queued escalations.
-    assert len(small) <= 9, [query["sql"] for query in small.captured_queries]
+    # The profiles, then per profile: the batch's read, the days of the outcome rows it replaces, its outcome rows
+    # and its outcome column (in a savepoint), and the queued escalations.
+    assert len(small) <= 10, [query["sql"] for query in small.captured_queries]
     rows = ConversationOutcome.objects.filter(profile=profile)
     assert rows.count() == 15
     assert set(rows.values_list("cohort", "routing_version", "rated_down", "reason")) == {
