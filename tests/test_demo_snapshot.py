@@ -250,3 +250,17 @@ def test_a_build_that_left_other_work_for_its_commit_is_made_for_real_in_a_trans
         profile_replayed(build)
         transaction.set_rollback(True)
     assert counts() == (real + 1, restored + 1) and len(ran) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_build_recorded_before_the_content_types_changed_is_made_for_real_though_it_read_them_from_the_cache():
+    forget()
+    flush()
+    ContentType.objects.get_for_models(*apps.get_models())  # cached: the build's history entries read none
+    profile_replayed()
+    real, restored = counts()
+    flush()
+    ContentType.objects.exclude(app_label__in=["agents", "auditlog", "auth", "contenttypes"]).first().delete()
+
+    profile_replayed()
+    assert counts() == (real + 1, restored)
