@@ -49,6 +49,77 @@ def static_files_found_when_asked():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def tls_context_shared_by_the_http_clients():
+    """The HTTP clients httpx and httpx2 make with the default verification (the openai SDK's, LangChain's, the tests'
+    own ``httpx.post`` calls, the platform's outbound clients in this process) share one TLS context, as one process's
+    clients may: each built its own and read the ~120 CA certificates into it, 23 ms of CPU a client, 8 % of the chat
+    tests' CPU. A client given its own ``verify`` or ``cert``, or made under other ``SSL_CERT_*`` variables, gets a
+    context of its own as before; nothing in the project changes a context it did not make. The servers tests start in
+    other processes are untouched."""
+    import os
+
+    import httpx._transports.default as httpx_transports
+    import httpx2._transports.default as httpx2_transports
+
+    def shared(made):
+        contexts: dict[tuple, Any] = {}
+
+        def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True):
+            if verify is not True or cert:
+                return made(verify=verify, cert=cert, trust_env=trust_env)
+            key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+            if key not in contexts:
+                contexts[key] = made(verify=verify, cert=cert, trust_env=trust_env)
+            return contexts[key]
+
+        return create_ssl_context
+
+    with pytest.MonkeyPatch.context() as patch:
+        for transports in (httpx_transports, httpx2_transports):
+            patch.setattr(transports, "create_ssl_context", shared(transports.create_ssl_context))
+        yield
+
+
+# A table holding more rows than this is truncated, with every other: DELETE would leave their dead versions to vacuum.
+FLUSH_DELETES_UP_TO = 1000
+
+
+@pytest.fixture(scope="session", autouse=True)
+def flush_empties_the_tables_written():
+    """A transactional test's flush (Django's ``flush``, at the test's end) truncated all ~80 tables in one statement,
+    for which PostgreSQL makes each table's and index's files anew: 0.3-0.5 s of the server's a test on the 2-core
+    machine, most of the tables empty already. On PostgreSQL, one query finds the tables that hold a row, and the flush
+    deletes their rows, in its one transaction (the foreign keys are all deferred: checked at its commit). Where a
+    table holds more than :data:`FLUSH_DELETES_UP_TO` rows, or the sequences are to be reset, it truncates every table
+    as before."""
+    from django.core.management import sql
+    from django.core.management.commands import flush
+
+    def written_emptied(style: Any, connection: Any, reset_sequences: bool = True, allow_cascade: bool = False):
+        def as_before() -> list[str]:
+            return sql.sql_flush(style, connection, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+
+        if connection.vendor != "postgresql" or reset_sequences or allow_cascade:
+            return as_before()
+        tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
+        quote = connection.ops.quote_name
+        held = " UNION ALL ".join(
+            f"SELECT %s, (SELECT count(*) FROM (SELECT FROM {quote(table)} LIMIT {FLUSH_DELETES_UP_TO + 1}) r)"  # noqa: S608 — names from the catalogue
+            for table in tables
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(held, tables)
+            rows = {table: count for table, count in cursor.fetchall() if count}
+        if any(count > FLUSH_DELETES_UP_TO for count in rows.values()):
+            return as_before()
+        return ["SET CONSTRAINTS ALL DEFERRED", *(f"DELETE FROM {quote(table)}" for table in sorted(rows))]  # noqa: S608
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(flush, "sql_flush", written_emptied)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def content_types_put_back_after_a_flush():
     """A transactional test's flush empties every table, then Django's ``post_migrate`` handlers make the content
     types and permissions again, one app at a time, in about 0.5 s of each of the suite's 470 transactional tests.

@@ -18,7 +18,6 @@ import ipaddress
 import json
 import re
 import ssl
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from common.infra import kubernetes
+from tests.served import serve_in_thread
 
 NAMESPACE = "agent-platform"
 TOKEN = "service-account-token-of-the-test"
@@ -121,8 +121,7 @@ def kubernetes_api(tmp_path: Path, monkeypatch: Any, *, granted: set[str]) -> It
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(certificate, key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, name="kubernetes-api", daemon=True)
-    thread.start()
+    thread = serve_in_thread(server, name="kubernetes-api")
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.server_address[1]))
     monkeypatch.setattr(kubernetes, "SERVICE_ACCOUNT_DIR", account)

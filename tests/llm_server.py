@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.served import serve_in_thread
+
 EMBEDDING_DIMENSIONS = 256
 WORD_WEIGHT, TRIGRAM_WEIGHT = 1.0, 0.5
 _WORD = re.compile(r"\w+")
@@ -130,14 +132,13 @@ class ScriptedLLMServer:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def start(self) -> ScriptedLLMServer:
-        self._thread.start()
+        serve_in_thread(self._server)
         return self
 
     def stop(self) -> None:

@@ -1,8 +1,10 @@
 """The demo seeded once per worker (tests/demo_snapshot.py): a restore is what a real seed makes, and only where the
-database holds what the first seed started from; on SQLite as well (the embedded default's runs restore it too)."""
+database holds what the first seed started from; on SQLite as well (the embedded default's runs restore it too). In a
+transactional test a restore commits, unless the real call left work for its commit besides the version's."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -11,13 +13,26 @@ from auditlog.models import LogEntry
 from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
-from django.db import models, transaction
+from django.core.cache import cache
+from django.core.management import call_command
+from django.db import connections, models, transaction
 
 from agents.models import AgentProfile
+from common.config_version import CACHE_KEY
 from common.models import ConfigVersion
 from knowledge.search import knowledge_search
 from routing.models import RolloutFlag
-from tests.demo_snapshot import APPENDED, ENV_SWITCH, counts, demo_seed, forget, sequences, sequences_set
+from tests.demo_snapshot import (
+    APPENDED,
+    ENV_SWITCH,
+    counts,
+    demo_seed,
+    forget,
+    replayed,
+    sequences,
+    sequences_set,
+)
+from tests.factories import AgentProfileFactory, SpecialistFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -155,4 +170,97 @@ def test_with_the_snapshot_switched_off_every_seed_is_real(monkeypatch):
 
     with rolled_back():
         demo_seed()
+    assert counts() == (real + 1, restored)
+
+
+def profile_built() -> AgentProfile:
+    """A small build of the ``telecom`` fixture's kind: a profile and its fallback specialist."""
+    profile = AgentProfileFactory(agent_id="snapshot_committed", name="Committed")
+    profile.fallback_specialist = SpecialistFactory(profile=profile, name="support_agent")
+    profile.save(update_fields=["fallback_specialist"])
+    return profile
+
+
+def profile_replayed(build=profile_built) -> AgentProfile:
+    def revive(pk: int) -> AgentProfile:
+        return AgentProfile.objects.get(pk=pk)
+
+    return replayed(("committed profile",), build, keep=lambda profile: profile.pk, revive=revive)
+
+
+def flush() -> None:
+    """As a transactional test's end does: the same content before each build."""
+    call_command("flush", verbosity=0, interactive=False, reset_sequences=False)
+
+
+def seen_from_another_connection(pk: int) -> bool:
+    """Whether a thread's own connection reads the profile: only committed rows are there to read."""
+    seen: list[bool] = []
+
+    def read() -> None:
+        try:
+            seen.append(AgentProfile.objects.filter(pk=pk, fallback_specialist__isnull=False).exists())
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    thread.join()
+    return seen == [True]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_a_transactional_test_a_build_comes_back_committed_from_its_snapshot_with_its_version_published():
+    forget()
+    flush()
+    first = profile_replayed()  # for real, and recorded
+    built = rows_by_table()
+    real, restored = counts()
+    flush()
+    cache.delete(CACHE_KEY)
+
+    again = profile_replayed()
+
+    assert counts() == (real, restored + 1)
+    assert again.pk == first.pk and rows_by_table() == built
+    assert not transaction.get_connection().in_atomic_block and seen_from_another_connection(again.pk)
+    assert cache.get(CACHE_KEY) == ConfigVersion.objects.get(pk=1).version  # published on the restore's commit
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_build_that_left_other_work_for_its_commit_is_made_for_real_in_a_transactional_test_only():
+    ran: list[int] = []
+
+    def build() -> AgentProfile:
+        profile = profile_built()
+        transaction.on_commit(lambda: ran.append(profile.pk))  # a task sent, an event pushed
+        return profile
+
+    forget()
+    flush()
+    profile_replayed(build)
+    real, restored = counts()
+    flush()
+
+    profile_replayed(build)
+    assert counts() == (real + 1, restored) and len(ran) == 2  # its commit's work ran again
+    flush()
+
+    with transaction.atomic():  # a test's transaction, as a ``db`` test's: nothing commits, the snapshot serves
+        profile_replayed(build)
+        transaction.set_rollback(True)
+    assert counts() == (real + 1, restored + 1) and len(ran) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_build_recorded_before_the_content_types_changed_is_made_for_real_though_it_read_them_from_the_cache():
+    forget()
+    flush()
+    ContentType.objects.get_for_models(*apps.get_models())  # cached: the build's history entries read none
+    profile_replayed()
+    real, restored = counts()
+    flush()
+    ContentType.objects.exclude(app_label__in=["agents", "auditlog", "auth", "contenttypes"]).first().delete()
+
+    profile_replayed()
     assert counts() == (real + 1, restored)

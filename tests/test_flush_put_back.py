@@ -1,13 +1,19 @@
 """A transactional test's flush leaves the content types and permissions Django's ``post_migrate`` handlers make
-(``content_types_put_back_after_a_flush`` in tests/fixtures.py puts back the rows the first flush made)."""
+(``content_types_put_back_after_a_flush`` in tests/fixtures.py puts back the rows the first flush made), and every
+other table empty, deleting the rows of the tables that hold some (``flush_empties_the_tables_written``)."""
 
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.core.management.sql import emit_post_migrate_signal
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agents.models import AgentProfile
+from tests.fixtures import FLUSH_DELETES_UP_TO
 
 
 def flush() -> None:
@@ -38,3 +44,49 @@ def test_after_each_flush_the_content_types_and_permissions_are_those_the_handle
     assert len(put_back[0]) > 50 and len(put_back[1]) > 200
     flush()
     assert set(ContentType.objects.values_list("pk", flat=True)) == ids  # the same rows put back, ids included
+
+
+def flushed() -> list[str]:
+    """The SQL of a flush."""
+    with CaptureQueriesContext(connection) as queries:
+        flush()
+    return [query["sql"] for query in queries.captured_queries]
+
+
+def tables_holding_rows() -> set[str]:
+    with connection.cursor() as cursor:
+        return {
+            table
+            for table in connection.introspection.django_table_names(only_existing=True, include_views=False)
+            if cursor.execute(f"SELECT 1 FROM {connection.ops.quote_name(table)} LIMIT 1").fetchone()  # noqa: S608
+        }
+
+
+PUT_BACK = {ContentType._meta.db_table, Permission._meta.db_table}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flush_deletes_the_rows_of_the_tables_holding_some_and_leaves_every_table_but_the_put_back_ones_empty():
+    flush()
+    Group.objects.create(name="written by the test")
+    held = tables_holding_rows()
+
+    sql = flushed()
+
+    assert tables_holding_rows() == PUT_BACK
+    if connection.vendor == "postgresql":
+        assert not [statement for statement in sql if "TRUNCATE" in statement.upper()]
+        deleted = [statement.removeprefix("DELETE FROM ") for statement in sql if statement.startswith("DELETE FROM")]
+        assert sorted(deleted) == sorted(connection.ops.quote_name(table) for table in held)
+        assert Group._meta.db_table in held and AgentProfile._meta.db_table not in held
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_table_holding_more_rows_than_the_flush_deletes_is_truncated_with_every_other():
+    Group.objects.bulk_create(Group(name=f"group {n}") for n in range(FLUSH_DELETES_UP_TO + 1))
+
+    sql = flushed()
+
+    assert tables_holding_rows() == PUT_BACK
+    if connection.vendor == "postgresql":
+        assert [statement for statement in sql if statement.upper().startswith("TRUNCATE")]

@@ -9,6 +9,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.served import serve_in_thread
+
 
 class Receiver:
     """A webhook receiver: records each post (headers, body) in ``posts`` and every request (method, path, headers)
@@ -50,7 +52,7 @@ class Receiver:
         self.server.daemon_threads = True
         if tls is not None:  # HTTPS, with the certificate the context holds
             self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     @property
     def port(self) -> int:

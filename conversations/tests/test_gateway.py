@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +30,7 @@ from handoffs.models import Handoff, HandoffKind, HandoffStatus
 from tests.factories import AgentProfileFactory
 from tests.mcp_processes import free_port
 from tests.platform_instance import Instance, platform_served
+from tests.served import serve_in_thread
 from tests.streaming import run, sse_events
 from tests.webhook_receiver import Receiver
 
@@ -280,7 +280,7 @@ class StubBackend:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     def stop(self) -> None:
         self.server.shutdown()

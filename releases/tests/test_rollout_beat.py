@@ -12,7 +12,6 @@ import hashlib
 import hmac
 import json
 import os
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -28,6 +27,7 @@ from routing.models import Intent, Keyword
 from routing.selectors import live_version
 from tests.celery_fixtures import worker_database_url
 from tests.celery_processes import CeleryBeatProcess
+from tests.served import serve_in_thread
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -70,7 +70,7 @@ def hook():
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     yield f"http://127.0.0.1:{server.server_address[1]}/rollout", received
     server.shutdown()
     server.server_close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import StringIO
 
@@ -19,6 +18,7 @@ from releases.models import RolloutPlan, RolloutPlanStatus
 from releases.versions import version_publish
 from routing.models import Intent, Keyword
 from routing.selectors import live_version
+from tests.served import serve_in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,8 +39,7 @@ def hook():
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
     server.shutdown()
     server.server_close()
