@@ -82,6 +82,23 @@ def tls_context_shared_by_the_http_clients():
 
 # A table holding more rows than this is truncated, with every other: DELETE would leave their dead versions to vacuum.
 FLUSH_DELETES_UP_TO = 1000
+# The tables a flush puts back (content_types_put_back_after_a_flush), and, for each database, the digest of each as
+# put back, and those the last flush left as they were (they held the rows it would put back).
+PUT_BACK_TABLES = ("django_content_type", "auth_permission")
+_put_back_digests: dict[str, dict[str, str]] = {}
+_kept_by_last_flush: dict[str, set[str]] = {}
+
+
+def _digests(connection: Any) -> dict[str, str]:
+    """The md5 of each of :data:`PUT_BACK_TABLES`' rows (every column), in the order of their ids."""
+    quote = connection.ops.quote_name
+    digests = ", ".join(
+        f"(SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t.id), '')) FROM {quote(table)} t)"  # noqa: S608 — names of ours
+        for table in PUT_BACK_TABLES
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {digests}")
+        return dict(zip(PUT_BACK_TABLES, cursor.fetchone(), strict=True))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -91,7 +108,8 @@ def flush_empties_the_tables_written():
     machine, most of the tables empty already. On PostgreSQL, one query finds the tables that hold a row, and the flush
     deletes their rows, in its one transaction (the foreign keys are all deferred: checked at its commit). Where a
     table holds more than :data:`FLUSH_DELETES_UP_TO` rows, or the sequences are to be reset, it truncates every table
-    as before."""
+    as before. A table the flush puts back (the content types, the permissions) that holds the very rows it would put
+    back (same digest of every column, in id order) is left as it is, not deleted and written again."""
     from django.core.management import sql
     from django.core.management.commands import flush
 
@@ -99,6 +117,7 @@ def flush_empties_the_tables_written():
         def as_before() -> list[str]:
             return sql.sql_flush(style, connection, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
 
+        _kept_by_last_flush[connection.alias] = set()
         if connection.vendor != "postgresql" or reset_sequences or allow_cascade:
             return as_before()
         tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
@@ -112,6 +131,11 @@ def flush_empties_the_tables_written():
             rows = {table: count for table, count in cursor.fetchall() if count}
         if any(count > FLUSH_DELETES_UP_TO for count in rows.values()):
             return as_before()
+        if connection.alias in _put_back_digests:
+            now = _digests(connection)
+            kept = {table for table, digest in _put_back_digests[connection.alias].items() if now[table] == digest}
+            _kept_by_last_flush[connection.alias] = kept
+            rows = {table: count for table, count in rows.items() if table not in kept}
         return ["SET CONSTRAINTS ALL DEFERRED", *(f"DELETE FROM {quote(table)}" for table in sorted(rows))]  # noqa: S608
 
     with pytest.MonkeyPatch.context() as patch:
@@ -124,14 +148,15 @@ def content_types_put_back_after_a_flush():
     """A transactional test's flush empties every table, then Django's ``post_migrate`` handlers make the content
     types and permissions again, one app at a time, in about 0.5 s of each of the suite's 470 transactional tests.
     The rows the first flush of this process made are recorded, and each later flush puts the same rows back (their
-    ids too) in two statements. The handlers, which would then find nothing to make, run only if ``post_migrate``
-    has a receiver besides them."""
+    ids too) in two statements, in a table it emptied (one it left holding those rows is left as it is). The
+    handlers, which would then find nothing to make, run only if ``post_migrate`` has a receiver besides them."""
     import weakref
 
     from django.apps import apps
     from django.contrib.auth.management import create_permissions
     from django.contrib.contenttypes.management import create_contenttypes
     from django.core.management.commands import flush
+    from django.db import connections
     from django.db.models.signals import post_migrate
 
     made = flush.emit_post_migrate_signal
@@ -146,10 +171,15 @@ def content_types_put_back_after_a_flush():
                 list(content_type.objects.using(db).values("id", "app_label", "model")),
                 list(permission.objects.using(db).values("id", "name", "content_type_id", "codename")),
             )
+            if connections[db].vendor == "postgresql":
+                _put_back_digests[db] = _digests(connections[db])
             return
         types, permissions = recorded[db]
-        content_type.objects.using(db).bulk_create(content_type(**row) for row in types)
-        permission.objects.using(db).bulk_create(permission(**row) for row in permissions)
+        kept = _kept_by_last_flush.get(db, set())
+        if content_type._meta.db_table not in kept:
+            content_type.objects.using(db).bulk_create(content_type(**row) for row in types)
+        if permission._meta.db_table not in kept:
+            permission.objects.using(db).bulk_create(permission(**row) for row in permissions)
         content_type.objects.clear_cache()  # as create_contenttypes does
         receivers = {ref() if isinstance(ref, weakref.ReferenceType) else ref for _, ref, _ in post_migrate.receivers}
         if receivers - {create_permissions, create_contenttypes}:
