@@ -311,12 +311,13 @@ def asgi_server(transactional_db):
     import uvicorn
 
     from platform.asgi import application
+    from tests.served import PromptUvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     config = uvicorn.Config(application, log_level="warning", lifespan="off", ws="websockets-sansio")
-    server = uvicorn.Server(config)
+    server = PromptUvicorn(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60  # a hang guard
@@ -324,7 +325,7 @@ def asgi_server(transactional_db):
         assert time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.02)
     yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
+    server.stop()
     thread.join(10)
     sock.close()
 
