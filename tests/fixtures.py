@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 import pytest
@@ -367,12 +368,31 @@ def group_from_migrations(name: str):
     """The group ``name`` as its data migrations leave it. A transactional test's flush empties the tables only data
     migrations fill, the groups among them, so the group is rebuilt from its migrations when it is gone: every
     migration module of the project's apps whose ``GROUP_NAME`` is ``name`` grants its ``PERMISSIONS`` and takes
-    back its ``REVOKED`` (named ``<action>_<model>``, or by the module's ``codename(action, model)``)."""
+    back its ``REVOKED`` (named ``<action>_<model>``, or by the module's ``codename(action, model)``), read once a
+    process (:func:`_group_permissions`), the permissions' ids read in one query."""
+    from django.contrib.auth.models import Group, Permission
+
+    group, created = Group.objects.get_or_create(name=name)
+    if created:
+        wanted = _group_permissions(name)
+        ids = {
+            (app, model, codename): pk
+            for pk, app, model, codename in Permission.objects.values_list(
+                "pk", "content_type__app_label", "content_type__model", "codename"
+            )
+        }
+        missing = [permission for permission in wanted if permission not in ids]
+        assert not missing, f"the group {name!r} is granted permissions the database has not: {missing}"
+        group.permissions.set([ids[permission] for permission in wanted])
+    return group
+
+
+@functools.cache
+def _group_permissions(name: str) -> tuple[tuple[str, str, str], ...]:
+    """Each (app, model, codename) of the permissions the migrations give the group ``name``, its app that of today."""
     import importlib
     import importlib.util
     import pkgutil
-
-    from django.contrib.auth.models import Group, Permission
 
     modules = []
     for app in GROUP_MIGRATION_APPS:
@@ -388,16 +408,9 @@ def group_from_migrations(name: str):
     # its content type, and so the group's permissions, with it).
     moved = importlib.import_module("routing.migrations.0046_release_models_moved_to_releases").MOVED
     app_now = {("routing", model): "releases" for model in moved}
-    group, created = Group.objects.get_or_create(name=name)
-    if created:
-        granted, revoked = _codenames(modules, "PERMISSIONS"), _codenames(modules, "REVOKED")
-        group.permissions.set(
-            Permission.objects.get(
-                content_type__app_label=app_now.get((app, model), app), content_type__model=model, codename=codename
-            )
-            for app, model, codename in sorted(granted - revoked)
-        )
-    return group
+    granted, revoked = _codenames(modules, "PERMISSIONS"), _codenames(modules, "REVOKED")
+    wanted = {(app_now.get((app, model), app), model, codename) for app, model, codename in granted - revoked}
+    return tuple(sorted(wanted))
 
 
 @pytest.fixture
