@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 import pytest
@@ -82,6 +83,23 @@ def tls_context_shared_by_the_http_clients():
 
 # A table holding more rows than this is truncated, with every other: DELETE would leave their dead versions to vacuum.
 FLUSH_DELETES_UP_TO = 1000
+# The tables a flush puts back (content_types_put_back_after_a_flush), and, for each database, the digest of each as
+# put back, and those the last flush left as they were (they held the rows it would put back).
+PUT_BACK_TABLES = ("django_content_type", "auth_permission")
+_put_back_digests: dict[str, dict[str, str]] = {}
+_kept_by_last_flush: dict[str, set[str]] = {}
+
+
+def _digests(connection: Any) -> dict[str, str]:
+    """The md5 of each of :data:`PUT_BACK_TABLES`' rows (every column), in the order of their ids."""
+    quote = connection.ops.quote_name
+    digests = ", ".join(
+        f"(SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t.id), '')) FROM {quote(table)} t)"  # noqa: S608 — names of ours
+        for table in PUT_BACK_TABLES
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {digests}")
+        return dict(zip(PUT_BACK_TABLES, cursor.fetchone(), strict=True))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -91,7 +109,8 @@ def flush_empties_the_tables_written():
     machine, most of the tables empty already. On PostgreSQL, one query finds the tables that hold a row, and the flush
     deletes their rows, in its one transaction (the foreign keys are all deferred: checked at its commit). Where a
     table holds more than :data:`FLUSH_DELETES_UP_TO` rows, or the sequences are to be reset, it truncates every table
-    as before."""
+    as before. A table the flush puts back (the content types, the permissions) that holds the very rows it would put
+    back (same digest of every column, in id order) is left as it is, not deleted and written again."""
     from django.core.management import sql
     from django.core.management.commands import flush
 
@@ -99,6 +118,7 @@ def flush_empties_the_tables_written():
         def as_before() -> list[str]:
             return sql.sql_flush(style, connection, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
 
+        _kept_by_last_flush[connection.alias] = set()
         if connection.vendor != "postgresql" or reset_sequences or allow_cascade:
             return as_before()
         tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
@@ -112,6 +132,11 @@ def flush_empties_the_tables_written():
             rows = {table: count for table, count in cursor.fetchall() if count}
         if any(count > FLUSH_DELETES_UP_TO for count in rows.values()):
             return as_before()
+        if connection.alias in _put_back_digests:
+            now = _digests(connection)
+            kept = {table for table, digest in _put_back_digests[connection.alias].items() if now[table] == digest}
+            _kept_by_last_flush[connection.alias] = kept
+            rows = {table: count for table, count in rows.items() if table not in kept}
         return ["SET CONSTRAINTS ALL DEFERRED", *(f"DELETE FROM {quote(table)}" for table in sorted(rows))]  # noqa: S608
 
     with pytest.MonkeyPatch.context() as patch:
@@ -124,14 +149,15 @@ def content_types_put_back_after_a_flush():
     """A transactional test's flush empties every table, then Django's ``post_migrate`` handlers make the content
     types and permissions again, one app at a time, in about 0.5 s of each of the suite's 470 transactional tests.
     The rows the first flush of this process made are recorded, and each later flush puts the same rows back (their
-    ids too) in two statements. The handlers, which would then find nothing to make, run only if ``post_migrate``
-    has a receiver besides them."""
+    ids too) in two statements, in a table it emptied (one it left holding those rows is left as it is). The
+    handlers, which would then find nothing to make, run only if ``post_migrate`` has a receiver besides them."""
     import weakref
 
     from django.apps import apps
     from django.contrib.auth.management import create_permissions
     from django.contrib.contenttypes.management import create_contenttypes
     from django.core.management.commands import flush
+    from django.db import connections
     from django.db.models.signals import post_migrate
 
     made = flush.emit_post_migrate_signal
@@ -146,10 +172,15 @@ def content_types_put_back_after_a_flush():
                 list(content_type.objects.using(db).values("id", "app_label", "model")),
                 list(permission.objects.using(db).values("id", "name", "content_type_id", "codename")),
             )
+            if connections[db].vendor == "postgresql":
+                _put_back_digests[db] = _digests(connections[db])
             return
         types, permissions = recorded[db]
-        content_type.objects.using(db).bulk_create(content_type(**row) for row in types)
-        permission.objects.using(db).bulk_create(permission(**row) for row in permissions)
+        kept = _kept_by_last_flush.get(db, set())
+        if content_type._meta.db_table not in kept:
+            content_type.objects.using(db).bulk_create(content_type(**row) for row in types)
+        if permission._meta.db_table not in kept:
+            permission.objects.using(db).bulk_create(permission(**row) for row in permissions)
         content_type.objects.clear_cache()  # as create_contenttypes does
         receivers = {ref() if isinstance(ref, weakref.ReferenceType) else ref for _, ref, _ in post_migrate.receivers}
         if receivers - {create_permissions, create_contenttypes}:
@@ -281,12 +312,13 @@ def asgi_server(transactional_db):
     import uvicorn
 
     from platform.asgi import application
+    from tests.served import PromptUvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     config = uvicorn.Config(application, log_level="warning", lifespan="off", ws="websockets-sansio")
-    server = uvicorn.Server(config)
+    server = PromptUvicorn(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60  # a hang guard
@@ -294,7 +326,7 @@ def asgi_server(transactional_db):
         assert time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.02)
     yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
+    server.stop()
     thread.join(10)
     sock.close()
 
@@ -336,12 +368,31 @@ def group_from_migrations(name: str):
     """The group ``name`` as its data migrations leave it. A transactional test's flush empties the tables only data
     migrations fill, the groups among them, so the group is rebuilt from its migrations when it is gone: every
     migration module of the project's apps whose ``GROUP_NAME`` is ``name`` grants its ``PERMISSIONS`` and takes
-    back its ``REVOKED`` (named ``<action>_<model>``, or by the module's ``codename(action, model)``)."""
+    back its ``REVOKED`` (named ``<action>_<model>``, or by the module's ``codename(action, model)``), read once a
+    process (:func:`_group_permissions`), the permissions' ids read in one query."""
+    from django.contrib.auth.models import Group, Permission
+
+    group, created = Group.objects.get_or_create(name=name)
+    if created:
+        wanted = _group_permissions(name)
+        ids = {
+            (app, model, codename): pk
+            for pk, app, model, codename in Permission.objects.values_list(
+                "pk", "content_type__app_label", "content_type__model", "codename"
+            )
+        }
+        missing = [permission for permission in wanted if permission not in ids]
+        assert not missing, f"the group {name!r} is granted permissions the database has not: {missing}"
+        group.permissions.set([ids[permission] for permission in wanted])
+    return group
+
+
+@functools.cache
+def _group_permissions(name: str) -> tuple[tuple[str, str, str], ...]:
+    """Each (app, model, codename) of the permissions the migrations give the group ``name``, its app that of today."""
     import importlib
     import importlib.util
     import pkgutil
-
-    from django.contrib.auth.models import Group, Permission
 
     modules = []
     for app in GROUP_MIGRATION_APPS:
@@ -357,16 +408,9 @@ def group_from_migrations(name: str):
     # its content type, and so the group's permissions, with it).
     moved = importlib.import_module("routing.migrations.0046_release_models_moved_to_releases").MOVED
     app_now = {("routing", model): "releases" for model in moved}
-    group, created = Group.objects.get_or_create(name=name)
-    if created:
-        granted, revoked = _codenames(modules, "PERMISSIONS"), _codenames(modules, "REVOKED")
-        group.permissions.set(
-            Permission.objects.get(
-                content_type__app_label=app_now.get((app, model), app), content_type__model=model, codename=codename
-            )
-            for app, model, codename in sorted(granted - revoked)
-        )
-    return group
+    granted, revoked = _codenames(modules, "PERMISSIONS"), _codenames(modules, "REVOKED")
+    wanted = {(app_now.get((app, model), app), model, codename) for app, model, codename in granted - revoked}
+    return tuple(sorted(wanted))
 
 
 @pytest.fixture

@@ -254,7 +254,9 @@ def hostile_register(url: str) -> tuple[Any, Any]:
 def hostile_mcp_process() -> Iterator[str]:
     from tests.mcp_processes import MCPServerProcess
 
-    server = MCPServerProcess("hostile", module="tests.hostile_mcp").start()
+    # Its ``hang`` calls still running hold uvicorn's graceful shutdown (up to their 60 s): the process is killed
+    # half a second after it is asked to stop, where it waited 5 s; nothing of it is read after the test.
+    server = MCPServerProcess("hostile", module="tests.hostile_mcp", grace_period=0.5).start()
     try:
         yield server.url
     finally:

@@ -23,6 +23,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_servers.common import MCP_PATH
 from tests.mcp_processes import HOST, free_port
+from tests.served import PromptUvicorn
 
 
 @contextlib.contextmanager
@@ -30,7 +31,7 @@ def mcp_serving(server: MCPServer, *, startup_timeout: float = 60.0) -> Iterator
     """Serve ``server`` until the block ends; yields its endpoint URL."""
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=HOST)
     port = free_port()
-    served = uvicorn.Server(uvicorn.Config(app, host=HOST, port=port, log_level="warning", lifespan="on"))
+    served = PromptUvicorn(uvicorn.Config(app, host=HOST, port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=served.run, name=f"mcp-{server.name}", daemon=True)
     thread.start()
     deadline = time.monotonic() + startup_timeout
@@ -41,5 +42,5 @@ def mcp_serving(server: MCPServer, *, startup_timeout: float = 60.0) -> Iterator
     try:
         yield f"http://{HOST}:{port}{MCP_PATH}"
     finally:
-        served.should_exit = True
+        served.stop()  # within milliseconds, not uvicorn's 0.1 s ticks (tests/served.py)
         thread.join(timeout=10)

@@ -1,6 +1,7 @@
 """A transactional test's flush leaves the content types and permissions Django's ``post_migrate`` handlers make
 (``content_types_put_back_after_a_flush`` in tests/fixtures.py puts back the rows the first flush made), and every
-other table empty, deleting the rows of the tables that hold some (``flush_empties_the_tables_written``)."""
+other table empty, deleting the rows of the tables that hold some (``flush_empties_the_tables_written``); a put-back
+table that holds the very rows the flush would put back is left as it is."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def test_a_flush_deletes_the_rows_of_the_tables_holding_some_and_leaves_every_ta
     if connection.vendor == "postgresql":
         assert not [statement for statement in sql if "TRUNCATE" in statement.upper()]
         deleted = [statement.removeprefix("DELETE FROM ") for statement in sql if statement.startswith("DELETE FROM")]
-        assert sorted(deleted) == sorted(connection.ops.quote_name(table) for table in held)
+        assert sorted(deleted) == sorted(connection.ops.quote_name(table) for table in held - PUT_BACK)
         assert Group._meta.db_table in held and AgentProfile._meta.db_table not in held
 
 
@@ -90,3 +91,51 @@ def test_a_table_holding_more_rows_than_the_flush_deletes_is_truncated_with_ever
     assert tables_holding_rows() == PUT_BACK
     if connection.vendor == "postgresql":
         assert [statement for statement in sql if statement.upper().startswith("TRUNCATE")]
+
+
+def written_tables(sql: list[str]) -> set[str]:
+    """The tables the statements ``sql`` delete from or insert into."""
+    return {
+        statement.split('"')[1] for statement in sql if statement.upper().startswith(("DELETE FROM", "INSERT INTO"))
+    }
+
+
+def put_back_rows() -> tuple[list, list]:
+    return (
+        list(ContentType.objects.order_by("pk").values_list()),
+        list(Permission.objects.order_by("pk").values_list()),
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flush_leaves_the_content_types_and_permissions_as_they_are_when_they_hold_the_rows_it_would_put_back():
+    flush()  # the first may be the one that records them
+    flush()
+    put_back = put_back_rows()
+    Group.objects.create(name="written by the test").permissions.add(Permission.objects.first())
+
+    sql = flushed()
+
+    assert put_back_rows() == put_back
+    assert tables_holding_rows() == PUT_BACK
+    if connection.vendor == "postgresql":
+        written = written_tables(sql)
+        assert not written & PUT_BACK
+        assert {Group._meta.db_table, Group.permissions.through._meta.db_table} <= written
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flush_puts_back_a_permission_a_test_renamed_and_a_content_type_it_deleted():
+    flush()
+    flush()
+    put_back = put_back_rows()
+    renamed = Permission.objects.order_by("pk").last()
+    renamed.name = "renamed by the test"  # the same count, the same ids: only the rows' digest tells
+    renamed.save()
+    ContentType.objects.get_for_model(Group).delete()  # its permissions too
+
+    sql = flushed()
+
+    assert put_back_rows() == put_back
+    if connection.vendor == "postgresql":
+        assert written_tables(sql) >= PUT_BACK
