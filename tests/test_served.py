@@ -27,6 +27,7 @@ def test_a_request_in_flight_when_the_server_is_stopped_is_answered_before_it_en
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
+    sock.listen()  # a connection made before the server's loop starts waits in the backlog, never refused
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     server = PromptUvicorn(uvicorn.Config(app, log_level="warning", lifespan="off"))
     serving = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
