@@ -350,6 +350,23 @@ def _record(call: Callable[[], R]) -> tuple[R, Snapshot]:
     return result, snapshot
 
 
+def _serving(recorded: list[Snapshot]) -> Snapshot | None:
+    """The record a restore takes: the first that started from the database's present content (in a transactional
+    test, where a restore commits, one whose call left no other work for its commit)."""
+    committed = not connection.in_atomic_block
+    for snapshot in recorded:
+        if committed and snapshot.on_commit:
+            continue
+        if table_md5s(sorted(snapshot.pre_state)) == snapshot.pre_state:
+            return snapshot
+    return None
+
+
+def served(*args: str) -> bool:
+    """Whether :func:`demo_seed` of ``args`` would be restored from the present content (for the helper's own tests)."""
+    return _serving(_stats.keys.get((*_key(args), connection.settings_dict["NAME"]), [])) is not None
+
+
 def replayed(key: tuple, call: Callable[[], R], keep: Callable[[R], Any], revive: Callable[[Any], R]) -> R:
     """``call()`` — for real, or its rows restored from this worker's record of a run with the same ``key`` that
     started from the same content; ``keep`` turns its result into plain data to record, ``revive`` turns that back
@@ -357,17 +374,13 @@ def replayed(key: tuple, call: Callable[[], R], keep: Callable[[R], Any], revive
     if not snapshots_enabled():
         _stats.real += 1
         return call()
-    committed = not connection.in_atomic_block  # a transactional test: a restore commits
-    full_key = (*key, connection.settings_dict["NAME"])
-    recorded = _stats.keys.setdefault(full_key, [])
-    for snapshot in recorded:
-        if committed and snapshot.on_commit:
-            continue
-        if table_md5s(sorted(snapshot.pre_state)) == snapshot.pre_state:
-            with transaction.atomic():
-                _restore(snapshot)
-            _stats.restored += 1
-            return revive(snapshot.output)
+    recorded = _stats.keys.setdefault((*key, connection.settings_dict["NAME"]), [])
+    snapshot = _serving(recorded)
+    if snapshot is not None:
+        with transaction.atomic():
+            _restore(snapshot)
+        _stats.restored += 1
+        return revive(snapshot.output)
     _stats.real += 1
     if len(recorded) >= MAX_SNAPSHOTS_PER_KEY:  # no room for another record: not worth taking one
         return call()
