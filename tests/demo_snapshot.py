@@ -225,14 +225,17 @@ def _added_out(table: str, after_id: int) -> bytes | list[tuple]:
 
 
 def _added_in(table: str, rows: bytes | list[tuple]) -> None:
-    """The rows of :func:`_added_out` inserted after those there, with new ids, and written later than them: their
-    times moved on by as much as puts the first at now."""
+    """The rows of :func:`_added_out` inserted after those there, with new ids, and written later than them and no
+    later than now: their times moved on to end at now, as the command's would, and pressed in, in their order, after
+    the last of those there where the recorded call took longer than has passed since it (a restore takes no time, so
+    an entry the test writes next is the latest, as after a real call)."""
     from django.apps import apps
-    from django.db.models import F, Min
+    from django.db.models import Max
     from django.utils import timezone
 
     model = next(model for model in apps.get_models() if model._meta.db_table == table)
     last, when = _max_id(table), APPENDED[table]
+    there = model._base_manager.aggregate(latest=Max(when))["latest"]
     names = _columns_but_id(table)
     columns = ", ".join(_quote(column) for column in names)
     with connection.cursor() as cursor:
@@ -243,10 +246,16 @@ def _added_in(table: str, rows: bytes | list[tuple]) -> None:
         elif rows:
             with cursor.copy(f"COPY {_quote(table)} ({columns}) FROM STDIN") as copy:
                 copy.write(rows)
-    added = model._base_manager.filter(id__gt=last)
-    first = added.aggregate(first=Min(when))["first"]
-    if first is not None:
-        added.update(**{when: F(when) + (timezone.now() - first)})
+    added = list(model._base_manager.filter(id__gt=last).order_by(when, "pk"))
+    if not added:
+        return
+    now = timezone.now()
+    first, span = getattr(added[0], when), getattr(added[-1], when) - getattr(added[0], when)
+    start = now - span if there is None else min(max(now - span, there), now)
+    for row in added:  # their order and spacing kept, the span pressed into what is left of it before now
+        moved = (getattr(row, when) - first) * ((now - start) / span) if span else now - start
+        setattr(row, when, start + moved)
+    model._base_manager.bulk_update(added, [when], batch_size=500)
 
 
 def _id_sequence(table: str) -> str:

@@ -4,6 +4,7 @@ transactional test a restore commits, unless the real call left work for its com
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.cache import cache
 from django.core.management import call_command
 from django.db import connections, models, transaction
+from django.utils import timezone
 
 from agents.models import AgentProfile
 from common.config_version import CACHE_KEY
@@ -167,6 +169,39 @@ def test_history_entries_written_before_keep_the_snapshot_and_the_demos_come_aft
         assert demos.count() == made
         assert min(demos.values_list("pk", flat=True)) > written.pk
         assert min(demos.values_list("timestamp", flat=True)) >= written.timestamp
+
+
+def history_entry(name: str, **fields) -> LogEntry:
+    return LogEntry.objects.create(
+        content_type=ContentType.objects.get_for_model(RolloutFlag),
+        object_pk=name,
+        object_id=1,
+        object_repr=name,
+        action=LogEntry.Action.CREATE,
+        changes={"key": ["None", name]},
+        **fields,
+    )
+
+
+@pytest.mark.sqlite_too  # the times as SQLite stores them
+def test_an_entry_written_after_a_restore_is_the_latest_however_long_the_recorded_call_took():
+    def call() -> None:  # a call whose entries span ten seconds (a seed on a busy machine)
+        history_entry("first", timestamp=timezone.now() - dt.timedelta(seconds=10))
+        history_entry("last")
+
+    with rolled_back():
+        replayed(("entries spanning seconds",), call, keep=lambda result: None, revive=lambda kept: None)
+    real, restored = counts()
+
+    with rolled_back():
+        history_entry("before")  # one of the test's own fixtures', written before the restore
+        replayed(("entries spanning seconds",), call, keep=lambda result: None, revive=lambda kept: None)
+        after = history_entry("after")
+
+        assert counts() == (real, restored + 1)
+        by_time = list(LogEntry.objects.order_by("timestamp", "pk").values_list("object_repr", flat=True))
+        assert by_time == ["before", "first", "last", "after"]
+        assert LogEntry.objects.latest("timestamp") == after
 
 
 def profile_built() -> AgentProfile:
