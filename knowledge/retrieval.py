@@ -3,7 +3,8 @@
 The compiled snapshot holds :func:`knowledge_profiles`, so the engine (``conversations.knowledge_turn``) knows without
 a query whether a profile holds any: a profile with no knowledge pays nothing for it. For one that does,
 :func:`knowledge_retrieve` searches (:func:`knowledge.search.knowledge_search`) the conversation's language
-first and, when no passage of it reaches the relevance bar or none holds the whole question, every language.
+first and, when no passage of it reaches the relevance bar or none holds the whole question, every language (a
+passage of another language beside one of the conversation's at the bar only when it holds the whole question).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def knowledge_retrieve(
     sources and its own), keeping to ``tags`` when given: those in ``language`` (every language when it is empty),
     and when none of them reaches ``min_score`` and ``every_language`` is on, the ``limit`` best of every language
     after them; when the best of them at the bar holds fewer than all the question's words, those of every language
-    holding more of it than that one. ``documents``: the documents the version searched holds
+    holding all of them. ``documents``: the documents the version searched holds
     (:func:`knowledge.versions.document_keys`; ``None``: the current ones); ``synonyms``: the synonyms it holds
     (:func:`knowledge.synonyms.document_synonyms`; ``None``: the current ones), with which the search reads the
     question and the bar counts a word held by another term of its group (:mod:`knowledge.synonym_reading`).
@@ -148,9 +149,11 @@ def knowledge_retrieve(
             synonyms=synonyms,
         )
         more = _considered((hit for hit in others if hit.passage_id not in seen), query, reading)
-        # Beside passages of the conversation's language at the bar, another language's only when it holds more of
-        # the question: a customer asks in their language about what the business wrote in one other.
-        considered += more if best is None else [passage for passage in more if passage.relevance > best]
+        # Beside passages of the conversation's language at the bar, another language's only when it holds the whole
+        # question: a customer asks in their language about what the business wrote in one other. Holding more of it
+        # is not enough: languages share words (names, codes, cognates: "alerta", "subir"), so another language's
+        # version of the same answer often holds one more by its spelling alone.
+        considered += more if best is None else [passage for passage in more if passage.relevance >= 1]
     return Retrieved(tuple(considered), min_score, vector_bar)
 
 

@@ -206,3 +206,23 @@ def test_another_language_is_used_beside_the_conversations_only_when_it_holds_mo
 
     assert [(p.hit.language, p.relevance) for p in partly.used] == [("pt", 1.0), ("es", 0.666667)]
     assert {p.hit.language for p in wholly.considered} == {"es"}
+
+
+def test_another_language_holding_more_but_not_all_of_the_question_does_not_displace_the_conversations(db):
+    # Languages share words (names and codes, cognates: "alerta", "subir"), so another language's version of the
+    # answer holds one word more by its spelling alone: the customer would be quoted a language not theirs where
+    # their own answered.
+    profile = AgentProfileFactory(agent_id="broker", language="pt")
+    source = KnowledgeSource.objects.create(profile=profile, name="Help centre", language="pt")
+    articles = {
+        ("pt", "alertas.md"): "# Alertas de preço\n\nPara receber um alerta, diga ao assistente o código da ação.\n",
+        ("es", "alertas.md"): "# Alertas de precio\n\nPara recibir una alerta cuando PETR4 llegue a subir, dile al "
+        "asistente el código.\n",
+    }
+    for (language, file_name), text in articles.items():
+        document_ingest(source=source, file_name=f"{language}-{file_name}", data=text.encode(), language=language)
+
+    found = retrieve(profile, "pt", "posso receber alerta quando a PETR4 subir?")  # receber, alerta of four in pt
+
+    assert [(p.hit.language, p.held, p.asked) for p in found.considered] == [("pt", 2, 4)]
+    assert [p.hit.language for p in found.used] == ["pt"]
