@@ -3,7 +3,7 @@ asked at a turn, and what the customer got.
 
     PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py [--bar B] [--relevance search|coverage|idf]
         [--questions PATH] [--list]
-    PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py --turns [--questions PATH] [--list]
+    PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py --turns [--questions PATH [--articles DIR]] [--list]
 
 (Figures in docs/benchmarks.md; the targets: the right article cited first for ≥ 90 % of the answerable questions,
 "I don't know" for ≥ 95 % of the unanswerable ones.)
@@ -40,7 +40,9 @@ offline model answering. An answerable question is **cited right** when the answ
 (``metadata.knowledge.citations[0]``) is from its article; an unanswerable one is **refused** when the answer cites
 nothing (and **said "I don't know"** when ``metadata.knowledge.unknown`` is set). Reported per language and per
 profile, and with ``--list`` each miss with where it went: the answering specialist and intent, whether the run
-searched (``metadata.knowledge``), the MCP tools called, the article cited.
+searched (``metadata.knowledge``), the MCP tools called, the article cited. ``--questions`` with ``--articles DIR``
+asks a help centre of one's own: ``DIR``'s ``pt``, ``en`` and ``es`` folders imported into the questions' profile
+beside the demo's (:func:`articles_import`), as ``bench/unseen/knowledge/README.md`` imports the held-out one.
 """
 
 from __future__ import annotations
@@ -104,13 +106,18 @@ class Figures:
 
 
 def questions_load(path: Path) -> list[Question]:
-    """The question set; raises ``SystemExit`` naming a malformed entry."""
+    """The question set; raises ``SystemExit`` naming a malformed entry. A question names its profile, or the file
+    names one for all (``profile:`` at the top, as ``bench/unseen/knowledge/questions.yaml`` does); an article is
+    scored by its file name, so one written with its folder (``pt/portabilidade.md``) is read as
+    ``portabilidade.md``."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     out = []
     for number, entry in enumerate(data.get("questions") or [], 1):
-        if not isinstance(entry, dict) or entry.get("lang") not in LANGUAGES or not entry.get("text"):
+        profile = entry.get("profile") or data.get("profile") if isinstance(entry, dict) else None
+        if not profile or entry.get("lang") not in LANGUAGES or not entry.get("text"):
             raise SystemExit(f"{path}: question {number}: needs profile, lang (pt, en or es) and text.")
-        out.append(Question(str(entry["profile"]), entry["lang"], str(entry["text"]), entry.get("article")))
+        article = entry.get("article")
+        out.append(Question(str(profile), entry["lang"], str(entry["text"]), Path(article).name if article else None))
     return out
 
 
@@ -342,7 +349,36 @@ def turn_misses(questions: Sequence[Question], seen: Sequence[tuple[Answer, Turn
     return lines
 
 
-def _turns_main(questions: list[Question], *, listed: bool) -> int:
+def articles_import(folder: Path, *, profile: str) -> None:
+    """A help centre of one's own into the demo's ``profile``, beside its own, as docs/knowledge.md says a business
+    imports one: each language folder of ``folder`` (``pt``, ``en``, ``es``) with ``manage.py import_knowledge`` into
+    a source of that language (``Imported pt`` …), then the profile published, so that its customers are answered
+    from them. Raises ``SystemExit`` when the import refuses a file."""
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    from agents.models import AgentProfile
+    from releases.versions import version_publish
+
+    for language in LANGUAGES:
+        if (folder / language).is_dir():
+            out = StringIO()
+            try:
+                call_command(
+                    "import_knowledge",
+                    str(folder / language),
+                    profile=profile,
+                    source=f"Imported {language}",
+                    language=language,
+                    stdout=out,
+                )
+            except CommandError as exc:
+                raise SystemExit(f"{folder / language}: {exc}\n{out.getvalue()}") from exc
+    version_publish(profile=AgentProfile.objects.get(agent_id=profile), note="the bench's imported help centre")
+
+
+def _turns_main(questions: list[Question], *, listed: bool, articles: Path | None = None) -> int:
     from django.db import connection
 
     from bench.conversation_accuracy import demo_running
@@ -352,6 +388,9 @@ def _turns_main(questions: list[Question], *, listed: bool) -> int:
     for name in ("httpx", "httpx2"):  # a line per MCP call otherwise
         logging.getLogger(name).setLevel(logging.WARNING)
     with demo_running() as client:
+        if articles is not None:
+            for profile in sorted({question.profile for question in questions}):
+                articles_import(articles, profile=profile)
         seen = turn_answers(questions, client=client)
     print(f"{len(questions)} questions, {connection.vendor}, at a turn (POST /api/gateway/message, offline model).")
     print()
@@ -384,6 +423,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="List each question missed at the bar.")
     parser.add_argument("--turns", action="store_true", help="Ask each question at a turn and score the answer.")
     parser.add_argument(
+        "--articles",
+        type=Path,
+        help="With --turns: a folder of pt/, en/, es/ articles imported into the questions' profile beside the demo's.",
+    )
+    parser.add_argument(
         "--relevance",
         choices=("search", "coverage", "idf"),
         default="search",
@@ -392,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     questions = questions_load(args.questions)
     if args.turns:
-        return _turns_main(questions, listed=args.list)
+        return _turns_main(questions, listed=args.list, articles=args.articles)
     _setup_django()
     from django.db import connection
 

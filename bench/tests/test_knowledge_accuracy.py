@@ -19,6 +19,8 @@ from bench.knowledge_accuracy import (
 )
 from releases.management.commands.seed_demo import help_centre_folder
 
+UNSEEN = QUESTIONS.parents[1] / "unseen" / "knowledge" / "questions.yaml"
+
 
 def test_the_question_set_is_in_three_equal_languages_a_third_unanswerable_and_names_real_articles():
     questions = questions_load(QUESTIONS)
@@ -98,3 +100,15 @@ def test_rarity_weighs_a_word_the_knowledge_holds_in_few_passages_above_a_common
 
     assert math.isclose(rare_held + common_held, 1.0)
     assert rare_held > 0.8 > 0.2 > common_held
+
+
+def test_a_question_file_naming_its_profile_once_and_its_articles_with_their_folder_loads_as_the_demo_set_does():
+    questions = questions_load(UNSEEN)
+    folder = UNSEEN.parent / "articles"
+
+    assert {q.profile for q in questions} == {"telecom_contas"}
+    for question in questions:
+        if question.article:
+            assert "/" not in question.article
+            assert any((folder / language / question.article).is_file() for language in ("pt", "en", "es"))
+    assert sum(not q.article for q in questions) * 3 == len(questions)
