@@ -5,14 +5,16 @@ database, every served instance and every production-like stack would otherwise 
 needs it migrates a database of the run's own (its name in ``TEST_MIGRATED_DATABASE``, chosen by the process that
 starts the run and dropped when that one ends); the others wait for it on an advisory lock. Each worker's test
 database is then created from it as a template (``TEST["TEMPLATE"]``; pytest-django's ``migrate`` that follows finds
-nothing left to apply). Stacks on a PostgreSQL server of their own restore a ``pg_dump`` of it before their
-``migrate``. The same for SQLite (:func:`migrated_sqlite`): the runs of tests/test_sqlite_too.py each copy a file the
-first of them migrated, instead of migrating (~35 s of CPU there) once a run each.
+nothing left to apply). Stacks on a PostgreSQL server of their own restore a ``pg_dump`` of it (or of the seeded one,
+below) before their ``migrate``. The same for SQLite (:func:`migrated_sqlite`): the runs of tests/test_sqlite_too.py
+each copy a file the first of them migrated, instead of migrating (~35 s of CPU there) once a run each.
 
 Another instance of the platform, served as in production, for tests that talk to one over HTTP (the schema fuzzer,
-the gateway's second deployment): a scratch PostgreSQL database of its own copied from the migrated one, seeded with
-``seed_demo``, an API key from ``create_api_key`` (the two in one ``manage.py shell``), and ``python -m platform.serve``
-(one worker) on a free port."""
+the A2A TCK, the gateway's second deployments): a scratch PostgreSQL database of its own copied from the run's seeded
+one, an API key from ``create_api_key``, and ``python -m platform.serve`` (one worker) on a free port. The seeded
+database is the migrated one after ``seed_demo``, made once a run as the migrated one is (:func:`seeded_database`):
+each instance had run the seed itself, the same rows each time (about 4 s of CPU and PostgreSQL's writes an
+instance); the demo's rows live in the database alone, none in ``VAR_DIR``."""
 
 from __future__ import annotations
 
@@ -48,15 +50,11 @@ MIGRATED_DATABASE = "TEST_MIGRATED_DATABASE"  # the environment variable naming 
 # runs, with ``--reuse-db``: pytest-django's ``migrate`` that follows finds nothing left to apply).
 MIGRATED_SQLITE = "TEST_MIGRATED_SQLITE"
 
-# The served instance's data: the demo, then a debug+preview key of ``tenant_a`` (its last line of output).
-SEED_AND_KEY = (
-    "from django.core.management import call_command\n"
-    "call_command('seed_demo')\n"
-    "call_command('create_api_key', '--tenant', 'tenant_a', '--debug', '--preview', '--answer')\n"
-)
+# The served instance's key, made on its copy of the seeded database: a debug+preview key of ``tenant_a``.
+MAKE_KEY = ("create_api_key", "--tenant", "tenant_a", "--debug", "--preview", "--answer")
 
 _named_here = False  # whether this process chose the name (and drops the database when the run ends)
-_dump: Path | None = None  # this process's pg_dump of it, once a stack asked
+_dumps: dict[str, Path] = {}  # this process's pg_dump of each database a stack asked for, by name
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -68,8 +66,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _dump is not None:
-        shutil.rmtree(_dump.parent, ignore_errors=True)
+    for dump in _dumps.values():
+        shutil.rmtree(dump.parent, ignore_errors=True)
     if not _named_here:
         return
     for made in (_sqlite_path(), _sqlite_path().with_suffix(".lock")):
@@ -118,15 +116,27 @@ def postgres_server() -> Iterator[psycopg.Connection[Any]]:
 def migrated_database() -> str:
     """The name of the run's migrated database on the test server, migrated by the first process that asks (the
     others wait on an advisory lock). Nobody connects to it: it is only copied."""
-    name = os.environ[MIGRATED_DATABASE]
+    return _made_once(os.environ[MIGRATED_DATABASE], None, ("migrate", "--no-input"))
+
+
+def seeded_database() -> str:
+    """The name of the run's seeded database on the test server: a copy of the migrated one after ``seed_demo``,
+    made by the first process that asks (the others wait on an advisory lock). Nobody connects to it: it is only
+    copied (:func:`platform_served`)."""
+    return _made_once(f"{os.environ[MIGRATED_DATABASE]}_seeded", migrated_database(), ("seed_demo",))
+
+
+def _made_once(name: str, template: str | None, command: tuple[str, ...]) -> str:
+    """Database ``name``, made by the first process that asks: ``template`` copied (an empty database without one),
+    then ``manage.py command`` run on it; the others wait on an advisory lock."""
     with postgres_server() as server:
         server.execute("SELECT pg_advisory_lock(hashtext(%s))", (name,))
         try:
             if server.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
-                building = f"{name}_building"  # renamed once migrated: a half-made one is never copied
+                building = f"{name}_building"  # renamed once made: a half-made one is never copied
                 server.execute(f'DROP DATABASE IF EXISTS "{building}"')
-                server.execute(f'CREATE DATABASE "{building}"')
-                manage({**os.environ, "DATABASE_URL": _database_url(building)}, "migrate", "--no-input")
+                server.execute(f'CREATE DATABASE "{building}"' + (f' TEMPLATE "{template}"' if template else ""))
+                manage({**os.environ, "DATABASE_URL": _database_url(building)}, *command)
                 server.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
         finally:
             server.execute("SELECT pg_advisory_unlock(hashtext(%s))", (name,))
@@ -165,21 +175,31 @@ def _postgres_tool(tool: str, *args: str | Path) -> None:
 def restore_migrated(url: str) -> None:
     """The run's migrated database restored into the empty database at ``url`` (another server's): what ``migrate``
     would have written, the data migrations' rows included."""
-    global _dump
-    if _dump is None:
-        dump = Path(tempfile.mkdtemp(prefix="migrated-")) / "migrated.dump"
-        _postgres_tool("pg_dump", "--format=custom", "--no-owner", "--file", dump, _database_url(migrated_database()))
-        _dump = dump
-    _postgres_tool("pg_restore", "--no-owner", "--exit-on-error", "--dbname", url, _dump)
+    _restore(migrated_database(), url)
+
+
+def restore_seeded(url: str) -> None:
+    """The run's seeded database (:func:`seeded_database`) restored into the empty database at ``url`` (another
+    server's): what ``migrate`` and then ``seed_demo`` would have written."""
+    _restore(seeded_database(), url)
+
+
+def _restore(name: str, url: str) -> None:
+    if name not in _dumps:
+        dump = Path(tempfile.mkdtemp(prefix="dumped-")) / f"{name}.dump"
+        _postgres_tool("pg_dump", "--format=custom", "--no-owner", "--file", dump, _database_url(name))
+        _dumps[name] = dump
+    _postgres_tool("pg_restore", "--no-owner", "--exit-on-error", "--dbname", url, _dumps[name])
 
 
 @contextlib.contextmanager
-def scratch_database(prefix: str = "scratch") -> Iterator[str]:
-    """A migrated PostgreSQL database of its own on the test server (its URL), copied from the run's migrated one and
-    dropped afterwards (the suite's stays untouched). Skips the test where the suite does not run on PostgreSQL."""
+def scratch_database(prefix: str = "scratch", *, seeded: bool = False) -> Iterator[str]:
+    """A migrated PostgreSQL database of its own on the test server (its URL), copied from the run's migrated one (with
+    ``seeded``, from its seeded one) and dropped afterwards (the suite's stays untouched). Skips the test where the
+    suite does not run on PostgreSQL."""
     if connection.vendor != "postgresql":
         pytest.skip("a served instance runs on PostgreSQL (scripts/test starts one)")
-    template = migrated_database()
+    template = seeded_database() if seeded else migrated_database()
     name = f"{prefix}_{secrets.token_hex(4)}"
     with postgres_server() as server:
         try:
@@ -223,12 +243,12 @@ def platform_served(
     before_serve: Callable[[Instance], None] | None = None,
     **environment: str,
 ) -> Iterator[Instance]:
-    """The platform served by ``platform.serve`` (``DJANGO_DEBUG=false``, the offline model) on a migrated scratch
-    database;
-    ``environment`` adds or overrides variables; ``before_serve`` may configure it (``instance.manage(...)``, its
-    address and key known) before it starts. Stopped and its database dropped afterwards."""
+    """The platform served by ``platform.serve`` (``DJANGO_DEBUG=false``, the offline model) on a scratch copy of the
+    run's seeded database (the demo); ``environment`` adds or overrides variables; ``before_serve`` may configure it
+    (``instance.manage(...)``, its address and key known) before it starts. Stopped and its database dropped
+    afterwards."""
     port = free_port()
-    with scratch_database(prefix) as database_url:
+    with scratch_database(prefix, seeded=True) as database_url:
         env = {
             **os.environ,
             "PYTHONPATH": str(PROJECT_ROOT),
@@ -247,9 +267,7 @@ def platform_served(
             "LOG_LEVEL": "WARNING",
             **environment,
         }
-        # Both commands in one start of Django (about 2 s of CPU each start), the key printed last.
-        made = manage(env, "shell", "-c", SEED_AND_KEY)
-        key = made.strip().splitlines()[-1]
+        key = manage(env, *MAKE_KEY).strip().splitlines()[-1]
         instance = Instance(base=f"http://127.0.0.1:{port}", key=key, env=env, log_path=tmp / "server.log")
         if before_serve is not None:
             before_serve(instance)

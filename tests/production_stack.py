@@ -13,8 +13,8 @@ Everything the reliability probe started, started again for this test session al
 a redis-server of their own (``scripts/services.py``'s context managers, on free ports), the two example MCP
 servers, one Celery worker (prefork, 4 children, as docker-compose runs it) and the production web server
 ``python -m platform.serve --workers 2`` with ``DJANGO_DEBUG=false``. The database is prepared as an operator
-would: ``migrate``, ``collectstatic``, ``seed_demo``, then the admin's edits and ``create_api_key`` in one
-``manage.py shell``. Every process writes its stdout and stderr to its own log
+would: ``migrate``, ``collectstatic`` and ``seed_demo`` in one ``manage.py shell``, then the admin's edits and
+``create_api_key`` in another. Every process writes its stdout and stderr to its own log
 file under the stack's directory (``log_files()``); a test that fails gets them copied to
 ``$TEST_OUTPUT_DIR/production-stack/<test>/``.
 
@@ -101,6 +101,14 @@ CANARIES = (
 BACKEND_WORD = "canario"  # a message with it goes to retail_orders' remote backend
 DESK_NAME = "canary_desk"  # finance_assistente's escalations go to this external desk (the sink)
 MODEL_KEY_VARIABLE = "STACK_MODEL_API_KEY"  # finance_assistente's model key variable
+# The operator's preparation of the database, each command as ``manage.py <command>`` runs it (migrate's system checks
+# included), in one start of Django: each start costs seconds of imports.
+PREPARE = (
+    "from django.core.management import call_command\n"
+    "call_command('migrate', interactive=False, skip_checks=False)\n"
+    "call_command('collectstatic', interactive=False)\n"
+    "call_command('seed_demo')\n"
+)
 
 
 class StackError(RuntimeError):
@@ -496,10 +504,10 @@ class ProductionStack:
         return result.stdout
 
     def _prepare_database(self) -> None:
-        restore_migrated(self.env["DATABASE_URL"])  # the suite's migrated database; the operator's migrate follows
-        self.manage("migrate", "--no-input")
-        self.manage("collectstatic", "--no-input")
-        self.manage("seed_demo")
+        """The suite's migrated database restored, then the operator's ``migrate`` (with the system checks its
+        ``manage.py`` runs), ``collectstatic`` and ``seed_demo`` in one start of Django, their output logged."""
+        restore_migrated(self.env["DATABASE_URL"])
+        self.manage("shell", "-c", PREPARE)
 
     # ---- addresses
 

@@ -35,7 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from routing.rollout import MULTI_AGENT_FLAG, bucket
 from scripts import services
-from tests.platform_instance import restore_migrated
+from tests.platform_instance import restore_seeded
 from tests.production_stack import (
     PROJECT_ROOT,
     STARTUP_TIMEOUT,
@@ -244,9 +244,10 @@ def hosts(tmp_path_factory) -> Iterator[Hosts]:
             METRICS_PORT=str(hosts.metrics_port),
         )
         hosts.env = env
-        restore_migrated(hosts.database_url)  # the suite's migrated database; the operator's migrate follows
-        # One Django start for the whole preparation, as an operator's migrate, seed_demo and create_api_key would
-        # be; telecom_contas in supervisor mode (published) and the multi_agent flag at ROLLOUT_PERCENTAGE.
+        # The suite's seeded database (what migrate and seed_demo write); the operator's migrate follows. One Django
+        # start for the whole preparation, as an operator's migrate and create_api_key would be; telecom_contas in
+        # supervisor mode (published) and the multi_agent flag at ROLLOUT_PERCENTAGE.
+        restore_seeded(hosts.database_url)
         hosts.key = (
             hosts.manage(
                 "shell",
@@ -254,7 +255,6 @@ def hosts(tmp_path_factory) -> Iterator[Hosts]:
                 "import io\n"
                 "from django.core.management import call_command\n"
                 "call_command('migrate', interactive=False, verbosity=0)\n"
-                "call_command('seed_demo', stdout=io.StringIO())\n"
                 "from agents.models import AgentProfile\n"
                 "from common.config_version import config_version_bump\n"
                 "from routing.services import rollout_flag_set\n"
