@@ -68,7 +68,7 @@ CANDIDATE_LIMIT = CANDIDATE_BUDGET
 FUSION_DEPTH = 20  # with vectors: how deep each ranking goes before they are fused
 # The engine's best passages a search re-ranks by how many of the question's words each holds (a customer's question
 # shares most of its words with its answer; an engine's rank lifts a passage repeating one of them).
-WORDS_RERANKED = 20
+WORDS_RERANKED = 10
 STEMS_WEIGHT = 0.0  # SQLite: BM25's weight of a stem matched, beside the heading's 2 and the text's 1
 RERANK = 20  # PostgreSQL: the best passages by full text that the trigram similarity re-ranks
 TRIGRAM_WEIGHT = 0.5  # a misspelt word's match counts, but less than the words themselves
