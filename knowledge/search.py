@@ -1,8 +1,7 @@
 """Reads: the passages of a profile's knowledge that best answer a question, on PostgreSQL or on SQLite.
 
-Both engines return :class:`Hit` with a score in [0, 1), higher better, comparable within one search only. Both
-search in two steps, so that a search over 100,000 passages ranks a bounded number of them, not every passage that
-holds a common word:
+Both engines return :class:`Hit` with a score in [0, 1), higher better. Both search in three steps, so that a search
+over 100,000 passages ranks a bounded number of them, not every passage that holds a common word:
 
 1. **The words filtered on.** The question's content words (:func:`agents.passages.content_words`: common words of
    the three languages and words under four letters left out) are looked up in the searched sources' words
@@ -22,6 +21,10 @@ holds a common word:
    * SQLite: FTS5 (``unicode61``, diacritics removed), each word matched by its first letters in the heading or the
      text (``senha`` finds ``senhas``) or by a Snowball stem in the passage's stems (``billing`` finds ``bill``),
      ranked by BM25 (the heading counting twice the text, the stems nothing), normalised the same way.
+
+3. **The words held**: the engine's best :data:`WORDS_RERANKED` ordered again by how many of the question's words
+   each holds, as the relevance bar counts them, its document's title breaking a tie (:func:`by_words_held`), and
+   scored by that share first: a bar on the score reads about the same on both engines.
 
 The question is read with the synonyms of the sources searched first (:mod:`knowledge.synonym_reading`): a group's
 other terms are searched too.
