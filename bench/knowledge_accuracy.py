@@ -54,7 +54,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -106,18 +106,18 @@ class Figures:
 
 
 def questions_load(path: Path) -> list[Question]:
-    """The question set; raises ``SystemExit`` naming a malformed entry. A question names its profile, or the file
-    names one for all (``profile:`` at the top, as ``bench/unseen/knowledge/questions.yaml`` does); an article is
-    scored by its file name, so one written with its folder (``pt/portabilidade.md``) is read as
-    ``portabilidade.md``."""
+    """The question set; raises ``SystemExit`` naming a malformed entry. A file may name its ``profile`` once at the
+    top (the held-out set's shape), and an article by its path under an articles folder (``pt/portabilidade.md``):
+    its file name is what a hit names."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     out = []
     for number, entry in enumerate(data.get("questions") or [], 1):
-        profile = entry.get("profile") or data.get("profile") if isinstance(entry, dict) else None
-        if not profile or entry.get("lang") not in LANGUAGES or not entry.get("text"):
+        if isinstance(entry, dict) and "profile" not in entry and data.get("profile"):
+            entry = {**entry, "profile": data["profile"]}
+        if not isinstance(entry, dict) or entry.get("lang") not in LANGUAGES or not entry.get("text"):
             raise SystemExit(f"{path}: question {number}: needs profile, lang (pt, en or es) and text.")
-        article = entry.get("article")
-        out.append(Question(str(profile), entry["lang"], str(entry["text"]), Path(article).name if article else None))
+        article = Path(entry["article"]).name if entry.get("article") else None
+        out.append(Question(str(entry["profile"]), entry["lang"], str(entry["text"]), article))
     return out
 
 
@@ -137,6 +137,30 @@ def accuracy(questions: Sequence[Question], answers: Sequence[Answer], *, bar: f
             unanswerable += 1
             refused += not kept_names
     return Figures(answerable, unanswerable, rank_1, cited, kept, refused)
+
+
+def turn_retrieval_answers(
+    questions: Iterable[Question], *, profiles: dict[str, Any], bar: float, limit: int = 5
+) -> list[Answer]:
+    """Each question retrieved as a run offered no MCP tool retrieves it (:func:`knowledge.public.knowledge_retrieve`
+    at ``bar``: the question's language, then every language; the relevance bar's share of the question's words and
+    two of them held): the articles of the passages it uses, most relevant first, each scored 1 (the bar is the
+    retrieval's own); none when nothing reaches the bar."""
+    from knowledge.public import knowledge_retrieve
+
+    out = []
+    for question in questions:
+        found = knowledge_retrieve(
+            profile_pk=profiles[question.profile].pk,
+            tenant_pk=None,
+            query=question.text,
+            language=question.lang,
+            tags=(),
+            min_score=bar,
+            limit=limit,
+        )
+        out.append(Answer(tuple((passage.hit.file_name, 1.0) for passage in found.used)))
+    return out
 
 
 def retrieval_answers(
@@ -206,20 +230,31 @@ def coverage_one(word: str, text: str) -> bool:
 
 
 def report(
-    questions: Sequence[Question], answers: Sequence[Answer], *, bar: float, write: Callable[[str], None]
+    questions: Sequence[Question],
+    answers: Sequence[Answer],
+    *,
+    bar: float,
+    write: Callable[[str], None],
+    at_bar: Callable[[float], Sequence[Answer]] | None = None,
 ) -> dict[str, Figures]:
     """Print the per-language table at ``bar`` and the sweep; returns the figures at ``bar`` by language (and
-    ``all``)."""
+    ``all``). ``at_bar``: what is cited at a bar when it is not ``answers`` above it (the turn's retrieval, whose
+    bar decides what it searches), rank 1 still read from ``answers``."""
     groups = {language: [i for i, q in enumerate(questions) if q.lang == language] for language in LANGUAGES}
     groups["all"] = list(range(len(questions)))
 
     def figures(indexes: list[int], at: float) -> Figures:
-        return accuracy([questions[i] for i in indexes], [answers[i] for i in indexes], bar=at)
+        asked = [questions[i] for i in indexes]
+        searched = accuracy(asked, [answers[i] for i in indexes], bar=at)
+        if at_bar is None:
+            return searched
+        cited = at_bar(at)
+        return replace(accuracy(asked, [cited[i] for i in indexes], bar=-1.0), rank_1=searched.rank_1)
 
-    at_bar = {name: figures(indexes, bar) for name, indexes in groups.items()}
+    figures_at = {name: figures(indexes, bar) for name, indexes in groups.items()}
     write(f"At the bar {bar}:")
     write("language  answerable  rank 1     cited      kept       unanswerable  refused")
-    for name, f in at_bar.items():
+    for name, f in figures_at.items():
         write(
             f"{name:8}  {f.answerable:10}  {f.share(f.rank_1, f.answerable)}  {f.share(f.cited, f.answerable)}  "
             f"{f.share(f.kept, f.answerable)}  {f.unanswerable:12}  {f.share(f.refused, f.unanswerable)}"
@@ -233,7 +268,7 @@ def report(
             f = figures(indexes, at)
             cells.append(f"{f.share(f.cited, f.answerable)} / {f.share(f.refused, f.unanswerable)}")
         write(f"{at:<5}  " + "  ".join(f"{cell:>17}" for cell in cells))
-    return at_bar
+    return figures_at
 
 
 @dataclass(frozen=True)
@@ -423,15 +458,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="List each question missed at the bar.")
     parser.add_argument("--turns", action="store_true", help="Ask each question at a turn and score the answer.")
     parser.add_argument(
-        "--articles",
-        type=Path,
-        help="With --turns: a folder of pt/, en/, es/ articles imported into the questions' profile beside the demo's.",
+        "--relevance",
+        choices=("search", "coverage", "idf", "turn"),
+        default="search",
+        help="What a passage's score is, held to the bar: the engine's, the turn's coverage, or IDF-weighted coverage;"
+        " turn: what the turn's retrieval uses at the bar (knowledge_retrieve).",
     )
     parser.add_argument(
-        "--relevance",
-        choices=("search", "coverage", "idf"),
-        default="search",
-        help="What a passage's score is, held to the bar: the engine's, the turn's coverage, or IDF-weighted coverage.",
+        "--articles",
+        type=Path,
+        help="A folder of articles (<language>/*.md) beside the demo's in every profile of the questions: loaded"
+        " for the search alone, imported with import_knowledge and published with --turns (the held-out help centre:"
+        " bench/unseen/knowledge/articles with --questions bench/unseen/knowledge/questions.yaml).",
     )
     args = parser.parse_args(argv)
     questions = questions_load(args.questions)
@@ -449,8 +487,15 @@ def main(argv: list[str] | None = None) -> int:
         for name in sorted({q.profile for q in questions}):
             profile = AgentProfile.objects.create(agent_id=f"kbench_{run}_{name}"[:50], name=f"Knowledge bench {name}")
             help_centre_load(profile=profile, folder=help_centre_folder(name))
+            if args.articles:
+                help_centre_load(profile=profile, folder=args.articles)
             profiles[name] = profile
-        answers = retrieval_answers(questions, profiles=profiles, relevance=args.relevance)
+        searched = "search" if args.relevance == "turn" else args.relevance
+        answers = retrieval_answers(questions, profiles=profiles, relevance=searched)
+        cited: dict[float, list[Answer]] = {}
+        if args.relevance == "turn":
+            for at in sorted({*SWEEP, args.bar}):
+                cited[at] = turn_retrieval_answers(questions, profiles=profiles, bar=at)
     finally:
         AgentProfile.objects.filter(pk__in=[p.pk for p in profiles.values()]).delete()  # type: ignore[attr-defined]
     print(
@@ -458,16 +503,20 @@ def main(argv: list[str] | None = None) -> int:
         f"relevance: {args.relevance}."
     )
     print()
-    report(questions, answers, bar=args.bar, write=print)
+    report(questions, answers, bar=args.bar, write=print, at_bar=cited.__getitem__ if cited else None)
     if args.list:
         print()
         print(f"Missed at the bar {args.bar}:")
-        for question, answer in zip(questions, answers, strict=True):
-            cited = answer.above(args.bar)
-            right = (cited[:1] == (question.article,)) if question.article else not cited
+        for question, answer, first in zip(questions, cited.get(args.bar, answers), answers, strict=True):
+            cited_names = answer.above(args.bar)
+            right = (cited_names[:1] == (question.article,)) if question.article else not cited_names
             if not right:
                 top = ", ".join(f"{name} {score:.3f}" for name, score in answer.cited[:3]) or "nothing"
-                print(f"  [{question.lang}] {question.text!r}: want {question.article or 'no answer'}; got {top}")
+                searched = f"; searched first {first.cited[0][0]}" if cited and first.cited else ""
+                print(
+                    f"  [{question.lang}] {question.text!r}: want {question.article or 'no answer'}; got {top}"
+                    f"{searched}"
+                )
     return 0
 
 

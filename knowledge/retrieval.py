@@ -11,20 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from django.urls import reverse
 
-from agents.public import MIN_WORDS_HELD, asked_words, stems_of
+from agents.public import MIN_WORDS_HELD, asked_words
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search, synonym_groups
-from knowledge.synonym_reading import NOTHING, Reading, question_read, words_held_with
+from knowledge.synonym_reading import NOTHING, Reading, passage_words, question_read, words_held_with
 from knowledge.synonyms import Held
 from knowledge.versions import Key
 
 RETRIEVE_LIMIT = 5  # passages considered per question
-# The passages whose words are kept read, the most recently found: with their text, about 3 MiB at most.
-PASSAGES_READ_KEPT = 256
 
 
 @dataclass(frozen=True)
@@ -69,18 +66,11 @@ class Retrieved:
         return tuple(sorted(at_bar, key=lambda passage: -passage.relevance))
 
 
-@lru_cache(maxsize=PASSAGES_READ_KEPT)
-def _passage_words(heading: str, text: str) -> frozenset[str]:
-    """The words a passage holds (:func:`agents.passages.stems_of`, heading and text): read once, not at every
-    question that finds it (reading them was most of the Python a search ran)."""
-    return frozenset(stems_of(f"{heading}\n{text}"))
-
-
 def _considered(hits: Iterable[Hit], query: str, reading: Reading = NOTHING) -> list[Considered]:
     asked = asked_words(query)  # the question's words, read once for the passages found
     out = []
     for hit in hits:
-        held = words_held_with(asked, _passage_words(hit.heading, hit.text), reading) if asked else 0
+        held = words_held_with(asked, passage_words(hit.heading, hit.text), reading) if asked else 0
         out.append(Considered(hit, round(held / len(asked), 6) if asked else 0.0, held, len(asked)))
     return out
 

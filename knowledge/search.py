@@ -1,8 +1,7 @@
 """Reads: the passages of a profile's knowledge that best answer a question, on PostgreSQL or on SQLite.
 
-Both engines return :class:`Hit` with a score in [0, 1), higher better, comparable within one search only. Both
-search in two steps, so that a search over 100,000 passages ranks a bounded number of them, not every passage that
-holds a common word:
+Both engines return :class:`Hit` with a score in [0, 1), higher better. Both search in three steps, so that a search
+over 100,000 passages ranks a bounded number of them, not every passage that holds a common word:
 
 1. **The words filtered on.** The question's content words (:func:`agents.passages.content_words`: common words of
    the three languages and words under four letters left out) are looked up in the searched sources' words
@@ -22,6 +21,10 @@ holds a common word:
    * SQLite: FTS5 (``unicode61``, diacritics removed), each word matched by its first letters in the heading or the
      text (``senha`` finds ``senhas``) or by a Snowball stem in the passage's stems (``billing`` finds ``bill``),
      ranked by BM25 (the heading counting twice the text, the stems nothing), normalised the same way.
+
+3. **The words held**: the engine's best :data:`WORDS_RERANKED` ordered again by how many of the question's words
+   each holds, as the relevance bar counts them, its document's title breaking a tie (:func:`by_words_held`), and
+   scored by that share first: a bar on the score reads about the same on both engines.
 
 The question is read with the synonyms of the sources searched first (:mod:`knowledge.synonym_reading`): a group's
 other terms are searched too.
@@ -45,7 +48,7 @@ from agents.public import STEM_CHARS, asked_words, content_words, word_stems
 from common.config_version import config_version, local_generation
 from common.text import fold
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
-from knowledge.synonym_reading import expanded, question_read
+from knowledge.synonym_reading import Reading, expanded, passage_words, question_read, words_held_with
 from knowledge.synonyms import Group, Held, groups_of
 from knowledge.vectors import LEXICAL, VECTORS, Stamp, fused, nearest
 from knowledge.versions import Key, rows_chosen
@@ -66,6 +69,9 @@ LARGE_SCOPE = 4 * CANDIDATE_BUDGET
 # same ones every time): ranking each costs reading its toasted tsvector, and a common word brought 14,000 (100 ms).
 CANDIDATE_LIMIT = CANDIDATE_BUDGET
 FUSION_DEPTH = 20  # with vectors: how deep each ranking goes before they are fused
+# The engine's best passages a search re-ranks by how many of the question's words each holds (a customer's question
+# shares most of its words with its answer; an engine's rank lifts a passage repeating one of them).
+WORDS_RERANKED = 10
 STEMS_WEIGHT = 0.0  # SQLite: BM25's weight of a stem matched, beside the heading's 2 and the text's 1
 RERANK = 20  # PostgreSQL: the best passages by full text that the trigram similarity re-ranks
 TRIGRAM_WEIGHT = 0.5  # a misspelt word's match counts, but less than the words themselves
@@ -520,21 +526,46 @@ def knowledge_search(
         return []
     depth = max(limit, FUSION_DEPTH) if vectors else limit
     configs = search_configs(language) if connection.vendor == "postgresql" else None
-    searched = expanded(query, question_read(asked_words(query), query, scope.groups(synonyms)))
+    asked = asked_words(query)
+    reading = question_read(asked, query, scope.groups(synonyms))
+    searched = expanded(query, reading)
     terms = _terms(searched, scope.sources, version)
     plan = _plan(terms, _words(searched), configs)
     if searched != query:
         plan = _ranked_by_own_words(plan, query, terms)
     ranked: list[Row] = []
     if plan.filtered and connection.vendor == "postgresql":
-        ranked = _postgres(plan, query[:1000], scope, language, depth)
+        ranked = _postgres(plan, query[:1000], scope, language, max(depth, WORDS_RERANKED))
     elif plan.filtered:
-        ranked = _sqlite(plan, scope.documents, depth)
+        ranked = _sqlite(plan, scope.documents, max(depth, WORDS_RERANKED))
+    ranked = by_words_held(ranked, asked, reading, scope.about)[:depth]
     if vectors:
         found = nearest(documents=scope.stamps, passages=scope.passages, query=query[:1000], limit=depth)
         if found is not None:
             return _fused(ranked, found, scope, limit)
     return [_hit(row, scope) for row in ranked[:limit]]
+
+
+def by_words_held(
+    rows: list[Row], asked: list[str], reading: Reading, about: Mapping[int, tuple[str, ...]] | None = None
+) -> list[Row]:
+    """``rows`` (the engine's ranking, best first) ordered by how many of the question's words ``asked``
+    (:func:`agents.passages.asked_words`) each passage holds, heading and text (as the relevance bar counts them,
+    ``reading``'s synonyms too: :func:`knowledge.synonym_reading.words_held_with`); among equals, by how many its
+    document's title holds (``about``: by document, its title first, as :attr:`Scope.about`), then in the engine's
+    order. Each scored in [0, 1): (held + (held by the title + the engine's score) / (asked + 1)) / (asked + 1). A
+    question with no such word keeps the engine's order and scores."""
+    if not asked:
+        return rows
+    whole = len(asked) + 1
+    scored = []
+    for index, row in enumerate(rows):
+        held = words_held_with(asked, passage_words(row[3], row[5]), reading)
+        title = (about or {}).get(row[2], ("",))[0]
+        in_title = words_held_with(asked, passage_words("", title), reading) if title else 0
+        scored.append(((held + (in_title + row[1]) / whole) / whole, index, row))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [(row[0], round(value, 6), *row[2:]) for value, _, row in scored]
 
 
 def _hit(row: Row, scope: Scope, found_by: tuple[str, ...] = (LEXICAL,), cosine: float | None = None) -> Hit:

@@ -20,6 +20,16 @@ from knowledge.synonyms import Group
 
 READINGS_KEPT = 1024  # questions whose reading a process keeps (a turn reads its message up to three times)
 TERMS_KEPT = 20_000  # terms whose words and stems a process keeps
+# The passages whose words are kept read, the most recently found: with their text, about 6 MiB at most (a search
+# reads those of the passages it re-ranks, knowledge.search.WORDS_RERANKED, and the relevance bar the same again).
+PASSAGES_READ_KEPT = 512
+
+
+@lru_cache(maxsize=PASSAGES_READ_KEPT)
+def passage_words(heading: str, text: str) -> frozenset[str]:
+    """The words a passage holds (:func:`agents.passages.stems_of`, heading and text): read once, not at every
+    question that finds it (reading them was most of the Python a search ran)."""
+    return frozenset(stems_of(f"{heading}\n{text}"))
 
 
 @lru_cache(maxsize=TERMS_KEPT)

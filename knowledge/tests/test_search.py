@@ -341,3 +341,48 @@ def test_the_migration_writes_the_stems_of_the_passages_stored_before_it_and_ind
     passage = KnowledgePassage.objects.get()
     assert passage.stems == passage_stems(passage.heading, passage.text) and "bill" in passage.stems.split()
     assert headings(knowledge_search(profile=profile, query="paperless billing")) == ["Help › Letters"]
+
+
+def test_a_passage_holding_more_of_the_questions_words_comes_before_one_repeating_one_of_them(profile):
+    source = KnowledgeSource.objects.create(profile=profile, name="Shop", language="en")
+    document_ingest(source=source, file_name="refunds.md", data=b"# Refunds\n\n## Refunds\n\nRefund, refund, refund.\n")
+    for number in range(3):  # the parcel is common in these documents: its word weighs little in the engine's rank
+        document_ingest(
+            source=source, file_name=f"parcels-{number}.md", data=f"# Parcels {number}\n\nParcel {number}.\n".encode()
+        )
+    document_ingest(
+        source=source,
+        file_name="returns.md",
+        data=b"# Returns\n\n## Sending it back\n\nWrap the parcel well, drop it at a post office, and once it is "
+        b"checked in our warehouse the refund reaches your card within five working days of its arrival.\n",
+    )
+
+    hits = knowledge_search(profile=profile, query="refund of a parcel", language="en")
+
+    assert hits[0].file_name == "returns.md"
+    assert 0 < hits[1].score < hits[0].score < 1
+
+
+def test_among_passages_holding_as_many_words_the_one_whose_document_title_holds_them_comes_first(profile):
+    source = KnowledgeSource.objects.create(profile=profile, name="Telecom", language="en")
+    document_ingest(
+        source=source,
+        file_name="payments.md",
+        data=b"# Payments\n\n## Roaming charges\n\nRoaming charges, roaming charges: roaming charges are billed.\n",
+    )
+    document_ingest(
+        source=source,
+        file_name="roaming.md",
+        data=b"# Roaming abroad\n\n## Prices\n\nCharges for roaming apply in every country.\n",
+    )
+
+    hits = knowledge_search(profile=profile, query="roaming charges?", language="en")
+
+    assert [hit.file_name for hit in hits] == ["roaming.md", "payments.md"]
+
+
+def test_a_question_with_only_common_words_keeps_the_engines_order_and_scores(three_languages, profile):
+    hits = knowledge_search(profile=profile, query="how do I", language="en")
+
+    assert all(0 <= hit.score < 1 for hit in hits)
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
