@@ -1,7 +1,7 @@
 """CPU per message of the chat API, in one process: the figure each cut of the message path is measured by.
 
     PYTHONPATH=. .venv/bin/python bench/turn_cpu.py [--messages 3000] [--clients 8] [--rounds 3]
-        [--path keyword|examples|goal] [--stages [--gil] [--keep-stacks FILE]]
+        [--path keyword|examples|goal] [--knowledge on|off] [--stages [--gil] [--keep-stacks FILE]]
 
 ``bench/chat_load.py`` measures the served platform under load, but its CPU per message moves with whatever else
 the two cores run (the load generator included). This runs the same request — ``POST /api/gateway/message`` with
@@ -17,6 +17,11 @@ is (``common.infra.heap``); the median round is reported, with the full collecti
 that no keyword matches, decided by the examples tier) or ``goal`` (price questions to ``finance_assistente``, each
 a plan over the finance MCP server, started here). ``--stages`` samples this process with py-spy over the measured
 rounds and splits the CPU a message by pipeline stage (:mod:`bench.turn_stages`).
+
+``--knowledge off`` measures the profile as one that does not use its help centre: after the seed it sets the
+profile's own knowledge setting, ``retrieval``, to false and publishes the profile (``routing_publish``), as an
+operator would in the admin; the documents stay. On a tree from before knowledge existed (``bench/compare.py
+--bench-from-head`` against an older commit) there is nothing to switch off and the run says so.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ EXAMPLE_TEXTS = (
 )
 # Price questions to finance_assistente, in goal mode: each one a plan over the finance server.
 GOAL_TEXTS = ("qual o preço da PETR4?", "cotação da VALE3", "quanto está a Vale e a Petrobras?")
+# Counted beside the methods: answers whose metadata shows a search of the profile's knowledge.
+SEARCHED = "knowledge searched"
 PATHS = {
     "keyword": (AGENT_ID, TEXTS),
     "examples": (AGENT_ID, EXAMPLE_TEXTS),
@@ -125,8 +132,10 @@ async def _conversation(
         reply = json.loads(answer) if status == 200 else {}
         if not reply.get("answer"):
             errors.append(f"HTTP {status}: {answer[:200]!r}")
-        decision = reply.get("metadata", {}).get("route_decision") or {}
-        methods[str(decision.get("method") or reply.get("metadata", {}).get("method") or "-")] += 1
+        metadata = reply.get("metadata") or {}
+        decision = metadata.get("route_decision") or {}
+        methods[str(decision.get("method") or metadata.get("method") or "-")] += 1
+        methods[SEARCHED] += bool(metadata.get("knowledge"))  # the answer's metadata shows a knowledge search
 
 
 async def _round(
@@ -180,6 +189,24 @@ class _FullCollections:
             self.cpu_ms += (time.thread_time() - self._began) * 1000
 
 
+# The profile's knowledge setting switched off and published, through the product's own model and command.
+KNOWLEDGE_OFF = """
+from agents.models import AgentProfile
+profile = AgentProfile.objects.get(agent_id={agent_id!r})
+profile.knowledge = {{**(profile.knowledge or {{}}), "retrieval": False}}
+profile.save(update_fields=["knowledge"])
+"""
+
+
+def knowledge_switched_off(env: dict[str, str], agent_id: str) -> str:
+    """``agent_id``'s knowledge retrieval set to false and published; what the run prints about it."""
+    if not (ROOT / "knowledge").is_dir():
+        return "knowledge: off (this tree has no knowledge to switch off)"
+    _manage(env, "shell", "-c", KNOWLEDGE_OFF.format(agent_id=agent_id))
+    _manage(env, "routing_publish", "--profile", agent_id, "--note", "turn_cpu.py --knowledge off")
+    return f"knowledge: off (the profile {agent_id}'s retrieval set to false and published)"
+
+
 def run(args: argparse.Namespace) -> int:
     methods: Counter[str] = Counter()
     full_collections = _FullCollections()
@@ -193,6 +220,9 @@ def run(args: argparse.Namespace) -> int:
         _manage(env, "migrate", "--noinput")
         _manage(env, "seed_demo", *(["--sync"] if args.path == "goal" else []))
         key = _manage(env, "create_api_key", "--tenant", TENANT).strip().splitlines()[-1]
+        knowledge = "knowledge: as seeded (on)"
+        if args.knowledge == "off":
+            knowledge = knowledge_switched_off(env, PATHS[args.path][0])
         os.environ.update(env)
         postmaster = _postmaster_pid(env["DATABASE_URL"])
         stacks = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="turn-stages-"))) / "stacks.txt"
@@ -244,7 +274,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nmedian server CPU per message: {median:.2f} ms")
     collected = f"{full_collections.count} ({full_collections.cpu_ms:.0f} ms)"
     print(f"full garbage collections in the measured rounds: {collected}")
+    searched = methods.pop(SEARCHED, 0)
     print("decided by: " + ", ".join(f"{method} {count}" for method, count in methods.most_common()))
+    print(f"{knowledge}; answers whose metadata shows a knowledge search: {searched} of {sum(methods.values())}")
     if stage_table:
         print(f"\nBy stage (py-spy samples of this process over the measured rounds, {sent} messages a round):\n")
         print(stage_table)
@@ -262,6 +294,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8, help="conversations at a time")
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds (the median is reported)")
     parser.add_argument("--path", choices=sorted(PATHS), default="keyword", help="the message path measured")
+    parser.add_argument(
+        "--knowledge",
+        choices=("on", "off"),
+        default="on",
+        help="off: the profile's knowledge setting `retrieval` set to false and published before the rounds "
+        "(a profile that does not use its help centre); on: as the demo is seeded",
+    )
     parser.add_argument("--stages", action="store_true", help="split the CPU a message by stage (py-spy)")
     parser.add_argument("--gil", action="store_true", help="with --stages: sample only the thread holding the GIL")
     parser.add_argument("--keep-stacks", type=Path, help="with --stages: keep py-spy's collapsed stacks in this file")

@@ -14,9 +14,10 @@ per message, compares it with the current version — one cache read.
   row and repopulates the cache with ``add`` (never ``set``), so a reader can
   never overwrite a newer number a writer published. The short timeout bounds
   how long any cache mishap can hide a change.
-* Inside :func:`config_version_pinned` (one synchronous step of a request: the
-  ASGI handler pins each of a request thread's calls) the version is read once:
-  a message's key check and its routing snapshot read it in the same step.
+* Inside :func:`config_version_pinned` the version is read once. The ASGI
+  handler pins every call of one request on its thread to one reading: a
+  message's key check, its routing snapshot and its knowledge search, each a
+  step of its own, see the same version, and the later steps read no cache.
 """
 
 from __future__ import annotations
@@ -70,11 +71,13 @@ def config_version() -> int:
 
 
 @contextmanager
-def config_version_pinned() -> Iterator[None]:
+def config_version_pinned(pin: list[int] | None = None) -> Iterator[None]:
     """Read the version at most once in this thread until the block ends (one short synchronous step, never a
-    whole process's life); a change this thread makes meanwhile lets the next read go to the cache again."""
+    whole process's life); a change this thread makes meanwhile lets the next read go to the cache again.
+    ``pin``, a list the caller keeps from one block to the next, carries the reading across them: the steps of
+    one request (:class:`platform.middleware.RequestThread`), each in a block of its own, read it once."""
     outer = getattr(_state, "pin", None)
-    _state.pin = [] if outer is None else outer
+    _state.pin = ([] if pin is None else pin) if outer is None else outer
     try:
         yield
     finally:

@@ -276,19 +276,22 @@ def async_middleware(listed: list[str]) -> list[str]:
 
 class RequestThread(ThreadPoolExecutor):
     """A request's thread (one worker) that knows, after each call it ran, whether the thread holds anything of
-    the request's: an open database connection, or queries logged (``DEBUG``). Within each call the routing
-    configuration's version is read once (:func:`common.config_version.config_version_pinned`)."""
+    the request's: an open database connection, or queries logged (``DEBUG``). The routing configuration's
+    version is read once a request, by its first call that asks (:func:`common.config_version.config_version_pinned`
+    with :attr:`version_pin`, which :meth:`RequestThreads.take` empties for each request): a message's key check,
+    its routing and its knowledge search, each a call of its own, see one version."""
 
     def __init__(self) -> None:
         super().__init__(max_workers=1, thread_name_prefix="request")
         self.holds_connection = False
+        self.version_pin: list[int] = []
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
         return super().submit(self._run, fn, args, kwargs)
 
     def _run(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         try:
-            with config_version_pinned():  # a message's key check and routing read the version once
+            with config_version_pinned(self.version_pin):  # read once a request
                 return fn(*args, **kwargs)
         finally:
             self.holds_connection = any(
@@ -314,9 +317,12 @@ class RequestThreads:
         self._lock = threading.Lock()
 
     def take(self) -> RequestThread:
+        """A thread for a new request, its configuration version not read yet."""
         with self._lock:
             if self._free:
-                return self._free.pop()
+                thread = self._free.pop()
+                thread.version_pin = []
+                return thread
             self.created += 1
         return RequestThread()
 

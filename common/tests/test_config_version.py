@@ -35,6 +35,23 @@ def test_a_pinned_step_reads_the_version_once_and_the_next_step_reads_it_again()
         assert config_version() == before + 100
 
 
+def test_a_pin_kept_from_one_step_to_the_next_reads_the_version_once_for_them_all_until_a_change_is_made():
+    before = config_version()
+    pin: list[int] = []
+
+    with config_version_pinned(pin):
+        assert config_version() == before
+    cache.set(CACHE_KEY, before + 100)  # another process's change, published between two steps of one request
+    with config_version_pinned(pin):
+        assert config_version() == before  # the request's later step: no cache read, the version its first read
+    with config_version_pinned():
+        assert config_version() == before + 100  # another request's step reads it
+    with config_version_pinned(pin):
+        with django_capture_on_commit():
+            config_version_bump()  # a change the request makes itself
+        assert config_version() > before + 100
+
+
 def test_a_change_made_inside_a_pinned_step_is_read_after_it():
     with config_version_pinned():
         before = config_version()

@@ -295,6 +295,45 @@ def test_a_request_that_leaves_a_connection_open_has_it_closed_on_its_own_thread
     assert len(finished_on) == 1 and finished_on[0].startswith("request")
 
 
+def test_the_calls_of_one_request_on_its_thread_read_the_configuration_version_once_and_the_next_request_anew(
+    monkeypatch,
+):
+    """A message's key check, routing and knowledge search are calls of their own on the request's thread: the
+    first reads the version from the shared cache, the others see that reading (one version a message, no cache
+    read of theirs); the thread's next request reads it again."""
+    from django.core.cache import cache, caches
+
+    from common.config_version import CACHE_KEY, config_version
+    from platform.middleware import RequestThreads
+
+    backend = type(caches["default"])  # each thread has its own cache object: count on their class
+    reads: list[str] = []
+    cache_get = backend.get
+
+    def counted(self, key, *args, **kwargs):
+        reads.append(key)
+        return cache_get(self, key, *args, **kwargs)
+
+    threads = RequestThreads(keep=1)
+    thread = threads.take()
+    cache.set(CACHE_KEY, 41)
+    monkeypatch.setattr(backend, "get", counted)
+    try:
+        assert thread.submit(config_version).result() == 41
+        cache.set(CACHE_KEY, 42)  # another process publishes a change while the request runs
+        assert thread.submit(config_version).result() == 41
+        assert thread.submit(config_version).result() == 41
+        assert reads == [CACHE_KEY]
+        threads.give_back(thread)
+        again = threads.take()
+        assert again is thread
+        assert again.submit(config_version).result() == 42
+        assert reads == [CACHE_KEY, CACHE_KEY]
+    finally:
+        cache.delete(CACHE_KEY)
+        thread.shutdown()
+
+
 def test_an_admin_change_served_by_the_asgi_application_names_its_editor_and_address_in_the_history(
     staff_user, telecom
 ):
