@@ -110,6 +110,26 @@ def sqlite_environment(folder: Path) -> dict[str, str]:
     return env
 
 
+def shard_command(files: list[Path], report: Path) -> list[str]:
+    """The command that runs the marked tests of ``files`` (under :data:`ROOT`) on the database of its environment
+    (:func:`sqlite_environment`, with :data:`MIGRATED_SQLITE` to copy), writing a JUnit report to ``report``."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        MARKER,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--reuse-db",  # the migrated copy as it is
+        # No marked test uses hypothesis or faker: their plugins' imports cost each shard 1.7 s of CPU.
+        *("-p", "no:hypothesispytest", "-p", "no:faker"),
+        f"--junitxml={report}",
+        *(str(path.relative_to(ROOT)) for path in files),
+    ]
+
+
 def cases(report: Path) -> list[ET.Element]:
     """The test cases of a JUnit report the subprocess of this run wrote."""
     return list(ET.parse(report).getroot().iter("testcase"))  # noqa: S314 — our own pytest's file, not untrusted
@@ -140,26 +160,7 @@ def test_the_tests_marked_sqlite_too_pass_on_sqlite_as_well(tmp_path, shard):
     env[MIGRATED_SQLITE] = str(migrated_sqlite(env))
 
     run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-m",
-            MARKER,
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--reuse-db",  # the migrated copy (above) as it is
-            # No marked test uses hypothesis or faker: their plugins' imports cost each shard 1.7 s of CPU.
-            *("-p", "no:hypothesispytest", "-p", "no:faker"),
-            f"--junitxml={report}",
-            *(str(path.relative_to(ROOT)) for path in files),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_SECONDS,
+        shard_command(files, report), cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS
     )
 
     output = (run.stdout + run.stderr)[-4000:]
