@@ -250,3 +250,14 @@ def test_no_marked_file_needs_a_plugin_the_shards_leave_out():
     needing = [path for path in marked_test_files() if re.search(r"\b(hypothesis|faker)\b", path.read_text())]
 
     assert not needing, f"a shard runs without the hypothesis and faker plugins: {needing}"
+
+
+def test_a_shards_command_runs_only_the_marked_tests_of_its_files_on_the_copied_database(tmp_path):
+    files = [ROOT / "tests" / "test_admin_smoke.py", ROOT / "knowledge" / "tests" / "test_search.py"]
+
+    command = shard_command(files, tmp_path / "junit.xml")
+
+    assert command[:3] == [sys.executable, "-m", "pytest"]
+    assert command[command.index("-m", 3) + 1] == MARKER
+    assert "--reuse-db" in command and f"--junitxml={tmp_path / 'junit.xml'}" in command
+    assert command[-2:] == ["tests/test_admin_smoke.py", "knowledge/tests/test_search.py"]
