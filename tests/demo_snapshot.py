@@ -208,8 +208,12 @@ def _max_id(table: str) -> int:
 
 def _columns_but_id(table: str) -> list[str]:
     with connection.cursor() as cursor:
-        described = connection.introspection.get_table_description(cursor, table)
-    return [column.name for column in described if column.name != "id"]
+        if _sqlite():  # PRAGMA, not the introspection's description, which parses the table's SQL (~10 ms a call)
+            cursor.execute(f"PRAGMA table_info({_quote(table)})")
+            names = [name for _, name, *_ in cursor.fetchall()]
+        else:
+            names = [column.name for column in connection.introspection.get_table_description(cursor, table)]
+    return [name for name in names if name != "id"]
 
 
 def _added_out(table: str, after_id: int) -> bytes | list[tuple]:
@@ -246,16 +250,19 @@ def _added_in(table: str, rows: bytes | list[tuple]) -> None:
         elif rows:
             with cursor.copy(f"COPY {_quote(table)} ({columns}) FROM STDIN") as copy:
                 copy.write(rows)
-    added = list(model._base_manager.filter(id__gt=last).order_by(when, "pk"))
+    added = list(model._base_manager.filter(id__gt=last).order_by(when, "pk").values_list("pk", when))
     if not added:
         return
     now = timezone.now()
-    first, span = getattr(added[0], when), getattr(added[-1], when) - getattr(added[0], when)
+    first, span = added[0][1], added[-1][1] - added[0][1]
     start = now - span if there is None else min(max(now - span, there), now)
-    for row in added:  # their order and spacing kept, the span pressed into what is left of it before now
-        moved = (getattr(row, when) - first) * ((now - start) / span) if span else now - start
-        setattr(row, when, start + moved)
-    model._base_manager.bulk_update(added, [when], batch_size=500)
+    moved = []
+    for pk, written in added:  # their order and spacing kept, the span pressed into what is left of it before now
+        shift = (written - first) * ((now - start) / span) if span else now - start
+        moved.append((connection.ops.adapt_datetimefield_value(start + shift), pk))
+    # One plain UPDATE a row: ``bulk_update``'s CASE of 500 ids a statement cost ~5 s of the SQLite pass's CPU.
+    with connection.cursor() as cursor:
+        cursor.executemany(f"UPDATE {_quote(table)} SET {_quote(when)} = %s WHERE id = %s", moved)  # noqa: S608
 
 
 def _id_sequence(table: str) -> str:
