@@ -21,7 +21,7 @@ from common.errors import DomainError, NotFound
 from common.text import whole_number
 from handoffs.models import HandoffKind
 from tenants.models import Tenant, TenantRight
-from tenants.public import ApiClient, TenantScope, tenant_ids_with_right
+from tenants.public import ApiClient, TenantRights, TenantScope
 
 ANALYTICS_PERMISSION = "analytics.view_analytics"
 
@@ -99,22 +99,23 @@ def can_view_all_tenants(user: Any) -> bool:
     return user.has_perm(ANALYTICS_PERMISSION)
 
 
-def analytics_tenant_scope(user: Any) -> frozenset[int] | None:
+def analytics_tenant_scope(user: Any, *, rights: TenantRights | None = None) -> frozenset[int] | None:
     """The tenants whose analytics the logged-in ``user`` reads: ``None`` — every tenant — with
     ``analytics.view_analytics`` or the right to read every tenant's conversations; otherwise, for staff, the tenants
     whose conversations a grant lets them read (``TenantGrant.read_conversations``); an empty set for anyone else
-    (an API key reads its own tenant: :func:`analytics_filters_parse`)."""
+    (an API key reads its own tenant: :func:`analytics_filters_parse`). ``rights``: the user's, read already (one
+    request's, :func:`tenants.selectors.request_tenant_rights`)."""
     if can_view_all_tenants(user):
         return None
     if user is None or isinstance(user, ApiClient) or not getattr(user, "is_staff", False):
         return frozenset()
-    granted = tenant_ids_with_right(user=user, right=TenantRight.READ)
+    granted = (rights or TenantRights(user=user)).ids(TenantRight.READ)
     return None if granted is None else frozenset(granted)
 
 
-def analytics_may_read(user: Any) -> bool:
+def analytics_may_read(user: Any, *, rights: TenantRights | None = None) -> bool:
     """Whether the logged-in ``user`` reads the analytics of at least one tenant."""
-    return analytics_tenant_scope(user) != frozenset()
+    return analytics_tenant_scope(user, rights=rights) != frozenset()
 
 
 def _param(params: Mapping[str, Any], name: str) -> str:

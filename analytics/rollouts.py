@@ -34,6 +34,7 @@ from common.errors import DomainError, NotFound, error_responses
 from releases.models import RolloutDecision, RolloutPlan
 from releases.public import CANDIDATE, CONTROL, CohortWindow, cohorts_figures
 from routing.public import GUARD_METRICS, actor_words, history_parse, limit_words, may_view_plans, plan_stage_words
+from tenants.public import request_tenant_rights
 
 DEFAULT_SLICES = 12
 MAX_SLICES = 48
@@ -386,7 +387,7 @@ class RolloutPageMixin(PermissionRequiredMixin):
             "title": title,
             "is_nav_sidebar_enabled": False,
             # The breadcrumbs link the dashboard, and the view the plan's admin page, only for who may open them.
-            "may_read_analytics": analytics_may_read(request.user),
+            "may_read_analytics": analytics_may_read(request.user, rights=request_tenant_rights(request)),
             "may_open_plans": any(request.user.has_perm(name) for name in (PLANS_PERMISSION, PLANS_CHANGE_PERMISSION)),
         }
 

@@ -21,6 +21,7 @@ from analytics.filters import ANALYTICS_PERMISSION, analytics_tenant_scope
 from analytics.rollouts import can_view_rollouts
 from routing.models import RoutingVersion
 from tenants.models import Tenant
+from tenants.public import request_tenant_rights
 
 PERMISSION = ANALYTICS_PERMISSION
 DAY_PRESETS = (7, 30, 90)
@@ -39,11 +40,14 @@ class DashboardView(PermissionRequiredMixin, TemplateView):
     permission_required = PERMISSION
 
     def has_permission(self) -> bool:
-        return self.request.user.is_staff and analytics_tenant_scope(self.request.user) != frozenset()
+        return (
+            self.request.user.is_staff
+            and analytics_tenant_scope(self.request.user, rights=request_tenant_rights(self.request)) != frozenset()
+        )
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         request: HttpRequest = self.request
-        readable = analytics_tenant_scope(request.user)
+        readable = analytics_tenant_scope(request.user, rights=request_tenant_rights(request))
         tenants = Tenant.objects.order_by("slug")
         if readable is not None:
             tenants = tenants.filter(pk__in=readable)

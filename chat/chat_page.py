@@ -24,7 +24,7 @@ from django.shortcuts import render
 
 from routing.public import snapshot_current
 from tenants.models import TenantRight
-from tenants.public import tenant_choices, tenant_ids_with_right, tenant_right_held_anywhere
+from tenants.public import TenantRights, request_tenant_rights, tenant_choices
 
 ERROR_CHAT_FORBIDDEN = (
     "You may not chat as any tenant yet. Chatting here needs the right to chat as a tenant, given tenant by tenant: "
@@ -36,13 +36,13 @@ ERROR_TENANT_NOT_ALLOWED = (
 )
 
 
-def chat_may_use(user: Any) -> bool:
+def chat_may_use(user: Any, *, rights: TenantRights | None = None) -> bool:
     """Whether ``user`` may use the chat page (and so is shown links to it): active staff who may act for at least
     one active tenant."""
     return bool(
         getattr(user, "is_active", False)
         and getattr(user, "is_staff", False)
-        and tenant_right_held_anywhere(user=user, right=TenantRight.ACT)
+        and (rights or TenantRights(user=user)).anywhere(TenantRight.ACT)
     )
 
 
@@ -53,12 +53,13 @@ def chat_page(request: HttpRequest) -> HttpResponse:
 
     ``?profile=<agent_id>&tenant=<slug>`` picks a profile and a tenant (a link that opens the chat for them); a
     tenant the user may not act for is named in words above the pickers, like an unknown one."""
-    allowed = tenant_ids_with_right(user=request.user, right=TenantRight.ACT)
+    rights = request_tenant_rights(request)  # the page's header asks too
+    allowed = rights.ids(TenantRight.ACT)
     tenants = tenant_choices(tenant_ids=allowed)
     base = {**admin.site.each_context(request), "title": "Chat", "is_nav_sidebar_enabled": False}
     if not tenants and allowed is not None:
         return render(request, "chat/chat_forbidden.html", {**base, "reason": ERROR_CHAT_FORBIDDEN}, status=403)
-    debuggable = tenant_ids_with_right(user=request.user, right=TenantRight.DEBUG)  # None: every tenant
+    debuggable = rights.ids(TenantRight.DEBUG)  # None: every tenant
     drafts = {slug for slug, _ in (tenants if debuggable is None else tenant_choices(tenant_ids=debuggable))}
     profiles = sorted(snapshot_current().profiles.values(), key=lambda profile: profile.agent_id)
     asked_tenant = (request.GET.get("tenant") or "").strip()

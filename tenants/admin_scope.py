@@ -2,9 +2,9 @@
 calls, handoffs and customers' ratings show a user only the tenants whose conversations they may read.
 
 Superusers and holders of the ``tenants.read_conversations`` permission read every tenant; others the tenants of
-their grants with "read conversations" (:func:`tenants.selectors.tenant_ids_with_right`). The model's view
-permission still decides whether a page opens at all. Another tenant's record reads exactly like a missing one:
-its page is a 404, its rows are in no list, count, filter or search.
+their grants with "read conversations" (:func:`tenants.selectors.request_tenant_rights`, read once per request).
+The model's view permission still decides whether a page opens at all. Another tenant's record reads exactly like a
+missing one: its page is a 404, its rows are in no list, count, filter or search.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 
 from tenants.models import Tenant, TenantRight
-from tenants.selectors import tenant_ids_with_right
+from tenants.selectors import request_tenant_rights
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import ModelAdmin
@@ -28,15 +28,12 @@ else:
     _ModelAdminBase = object  # a plain mixin at run time: the admin class comes later in the MRO
 
 ERROR_NO_SUCH_RECORD = "No such record."
-_READABLE = "_tenant_ids_readable"  # the request's attribute that keeps the answer for the rest of the request
 
 
 def tenant_ids_readable(request: HttpRequest) -> set[int] | None:
-    """The tenants whose conversations the request's user may read; ``None``: every tenant. Read once per request."""
-    if not hasattr(request, _READABLE):
-        setattr(request, _READABLE, tenant_ids_with_right(user=request.user, right=TenantRight.READ))
-    readable: set[int] | None = getattr(request, _READABLE)
-    return readable
+    """The tenants whose conversations the request's user may read; ``None``: every tenant. Read once per request
+    (:func:`tenants.selectors.request_tenant_rights`)."""
+    return request_tenant_rights(request).ids(TenantRight.READ)
 
 
 class TenantScopedAdminMixin(_ModelAdminBase):

@@ -7,7 +7,9 @@ from __future__ import annotations
 from tenants.admin_scope import ReadableTenantFilter, TenantScopedAdminMixin, tenant_ids_readable
 from tenants.auth import ApiClient, ApiKeyAuthentication, api_client_authenticate, api_key_verified
 from tenants.selectors import (
+    TenantRights,
     TenantScope,
+    request_tenant_rights,
     tenant_choices,
     tenant_get_active,
     tenant_ids_with_right,
@@ -30,12 +32,14 @@ __all__ = [
     "ApiClient",
     "ApiKeyAuthentication",
     "ReadableTenantFilter",
+    "TenantRights",
     "TenantScope",
     "TenantScopedAdminMixin",
     "api_client_authenticate",
     "api_key_verified",
     "client_address",
     "principal_ident",
+    "request_tenant_rights",
     "request_throttle",
     "session_throttle",
     "tenant_choices",

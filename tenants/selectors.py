@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from django.db.models import Q, QuerySet
@@ -61,15 +62,60 @@ def tenant_right_held(*, user: Any, tenant_id: int, right: TenantRight) -> bool:
 
 def tenant_ids_with_right(*, user: Any, right: TenantRight) -> set[int] | None:
     """The ids of the tenants over which ``user`` holds ``right``; ``None`` means every tenant."""
-    everywhere = _holds_everywhere(user, right)
-    if everywhere is not None:
-        return None if everywhere else set()
-    return set(_grants(user, right).values_list("tenant_id", flat=True))
+    return TenantRights(user=user).ids(right)
+
+
+@dataclass
+class TenantRights:
+    """The rights ``user`` holds over tenants, as :func:`tenant_ids_with_right` and
+    :func:`tenant_right_held_anywhere` answer them, read with one query of the user's grants (all their rights at
+    once, when a right is not held everywhere), kept for as long as this object lives: one request
+    (:func:`request_tenant_rights`), never a long-lived connection, whose rights must follow a grant's change."""
+
+    user: Any
+    _rows: list[tuple[Any, ...]] | None = field(default=None, init=False, repr=False)
+
+    def _granted(self) -> list[tuple[Any, ...]]:
+        # (tenant id, tenant active, then each right's flag in TenantRight's order)
+        if self._rows is None:
+            grants = TenantGrant.objects.filter(Q(user=self.user) | Q(group__in=self.user.groups.all()))
+            flags = [right.value for right in TenantRight]
+            self._rows = list(grants.order_by().values_list("tenant_id", "tenant__is_active", *flags))
+        return self._rows
+
+    def _column(self, right: TenantRight) -> int:
+        return 2 + list(TenantRight).index(right)
+
+    def ids(self, right: TenantRight) -> set[int] | None:
+        """The ids of the tenants over which the user holds ``right``; ``None`` means every tenant."""
+        everywhere = _holds_everywhere(self.user, right)
+        if everywhere is not None:
+            return None if everywhere else set()
+        column = self._column(right)
+        return {row[0] for row in self._granted() if row[column]}
+
+    def anywhere(self, right: TenantRight) -> bool:
+        """Whether the user holds ``right`` over at least one active tenant (or over every tenant)."""
+        everywhere = _holds_everywhere(self.user, right)
+        if everywhere is not None:
+            return everywhere
+        column = self._column(right)
+        return any(row[1] and row[column] for row in self._granted())
+
+
+_REQUEST_RIGHTS = "_tenant_rights"  # the request's attribute that keeps its user's rights for the rest of the request
+
+
+def request_tenant_rights(request: Any) -> TenantRights:
+    """The rights of the request's user (:class:`TenantRights`), read once per request however many parts of its
+    page ask (the admin's header links, a tenant-scoped list, its filters)."""
+    rights = getattr(request, _REQUEST_RIGHTS, None)
+    if rights is None or rights.user is not request.user:
+        rights = TenantRights(user=request.user)
+        setattr(request, _REQUEST_RIGHTS, rights)
+    return rights
 
 
 def tenant_right_held_anywhere(*, user: Any, right: TenantRight) -> bool:
     """Whether ``user`` holds ``right`` over at least one active tenant (or over every tenant)."""
-    everywhere = _holds_everywhere(user, right)
-    if everywhere is not None:
-        return everywhere
-    return _grants(user, right).filter(tenant__is_active=True).exists()
+    return TenantRights(user=user).anywhere(right)

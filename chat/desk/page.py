@@ -25,16 +25,16 @@ from common.errors import NotFound
 from conversations.public import desk_snapshot, escalation_detail
 from routing.public import snapshot_current
 from tenants.models import TenantRight
-from tenants.public import tenant_right_held_anywhere
+from tenants.public import TenantRights
 
 
-def desk_may_use(user: Any) -> bool:
+def desk_may_use(user: Any, *, rights: TenantRights | None = None) -> bool:
     """Whether ``user`` may use the desk (and so is shown links to it): active staff who may answer as a person for at
     least one active tenant."""
     return bool(
         getattr(user, "is_active", False)
         and getattr(user, "is_staff", False)
-        and tenant_right_held_anywhere(user=user, right=TenantRight.ANSWER)
+        and (rights or TenantRights(user=user)).anywhere(TenantRight.ANSWER)
     )
 
 

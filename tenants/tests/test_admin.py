@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Group, Permission
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from tenants.auth import key_hash
@@ -118,6 +121,45 @@ def test_an_inactive_user_or_tenant_gives_no_right(django_user_model):
     user.is_active = False
     TenantGrant.objects.create(tenant=Tenant.objects.create(slug="live"), user=user, act_for_tenant=True)
     assert not tenant_right_held_anywhere(user=user, right=TenantRight.ACT)
+
+
+def granted_desk_person(django_user_model, tenant):
+    """Staff who may read the tenant's conversations, chat as it and answer as a person there, by a grant."""
+    user = django_user_model.objects.create_user("desk-person", is_staff=True)
+    user.user_permissions.add(
+        Permission.objects.get(content_type__app_label="conversations", codename="view_conversation")
+    )
+    TenantGrant.objects.create(
+        tenant=tenant, user=user, read_conversations=True, act_for_tenant=True, answer_as_person=True
+    )
+    return user
+
+
+def grant_reads(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).status_code == 200
+    return sum(1 for query in queries.captured_queries if TenantGrant._meta.db_table in query["sql"])
+
+
+def test_an_admin_page_reads_its_users_tenant_grants_once(client, django_user_model, tenant):
+    # The list keeps the tenants the user may read, the header asks whether to link the chat page, the desk and
+    # the analytics: one read of the grants answers them all.
+    client.force_login(granted_desk_person(django_user_model, tenant))
+    page = reverse("admin:conversations_conversation_changelist")
+    assert grant_reads(client, page) == 1
+    html = client.get(page).content.decode()
+    assert all(f'href="{reverse(name)}"' in html for name in ("chat", "desk", "analytics-dashboard"))
+
+
+def test_a_grant_taken_back_holds_from_the_next_request(client, django_user_model, tenant):
+    user = granted_desk_person(django_user_model, tenant)
+    client.force_login(user)
+    page = reverse("admin:conversations_conversation_changelist")
+    desk_link = f'href="{reverse("desk")}"'
+    assert desk_link in client.get(page).content.decode()
+
+    TenantGrant.objects.filter(user=user).update(answer_as_person=False)
+    assert desk_link not in client.get(page).content.decode()
 
 
 # -- message limits ---------------------------------------------------------------------------------------------
