@@ -14,7 +14,8 @@ per message, compares it with the current version — one cache read.
   row and repopulates the cache with ``add`` (never ``set``), so a reader can
   never overwrite a newer number a writer published. The short timeout bounds
   how long any cache mishap can hide a change.
-* Inside :func:`config_version_pinned` the version is read once. The ASGI
+* Inside :func:`config_version_pinned` the version is read once (for half a
+  second at most, so a request that streams for long reads it again). The ASGI
   handler pins every call of one request on its thread to one reading: a
   message's key check, its routing snapshot and its knowledge search, each a
   step of its own, see the same version, and the later steps read no cache.
@@ -26,6 +27,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from time import monotonic
 from typing import Any
 
 from django.core.cache import cache
@@ -37,6 +39,12 @@ from common.models import ConfigVersion
 
 CACHE_KEY = "routing:config-version"
 CACHE_TIMEOUT_SECONDS = 15
+# How long a pinned reading holds: a request's steps within it see one version, and a request that lasts (a stream)
+# reads again after it, so a publish reaches it within the second that every process is held to.
+PIN_SECONDS = 0.5
+
+# A pinned reading: the version and when it was read (time.monotonic).
+Pin = list[tuple[int, float]]
 
 _state = threading.local()
 _local_generation = 0
@@ -60,22 +68,25 @@ def config_version() -> int:
 
     pinned = getattr(_state, "pin", None)
     if pinned:
-        return pinned[0]
+        version, read_at = pinned[0]
+        if monotonic() - read_at <= PIN_SECONDS:
+            return version
+        pinned.clear()  # held long enough: read again
     version = cache.get(CACHE_KEY)
     if version is None:
         version = ConfigVersion.objects.filter(pk=1).values_list("version", flat=True).first() or 0
         cache.add(CACHE_KEY, version, CACHE_TIMEOUT_SECONDS)
     if pinned is not None:
-        pinned.append(version)
+        pinned.append((version, monotonic()))
     return version
 
 
 @contextmanager
-def config_version_pinned(pin: list[int] | None = None) -> Iterator[None]:
-    """Read the version at most once in this thread until the block ends (one short synchronous step, never a
-    whole process's life); a change this thread makes meanwhile lets the next read go to the cache again.
-    ``pin``, a list the caller keeps from one block to the next, carries the reading across them: the steps of
-    one request (:class:`platform.middleware.RequestThread`), each in a block of its own, read it once."""
+def config_version_pinned(pin: Pin | None = None) -> Iterator[None]:
+    """Read the version at most once in this thread until the block ends, or :data:`PIN_SECONDS` have passed since
+    the reading; a change this thread makes meanwhile lets the next read go to the cache again. ``pin``, a list the
+    caller keeps from one block to the next, carries the reading across them: the steps of one request
+    (:class:`platform.middleware.RequestThread`), each in a block of its own, read it once."""
     outer = getattr(_state, "pin", None)
     _state.pin = ([] if pin is None else pin) if outer is None else outer
     try:

@@ -53,7 +53,7 @@ from django.urls import ResolverMatch, set_script_prefix
 from django.utils.deprecation import MiddlewareMixin
 from whitenoise.middleware import WhiteNoiseMiddleware as BaseWhiteNoiseMiddleware
 
-from common.config_version import config_version_pinned
+from common.config_version import Pin, config_version_pinned
 from common.history.registry import HistoryActorMiddleware as SyncHistoryActorMiddleware
 from common.infra.metrics import UNMATCHED, http_request_observe
 from common.infra.outages import database_circuit
@@ -284,7 +284,7 @@ class RequestThread(ThreadPoolExecutor):
     def __init__(self) -> None:
         super().__init__(max_workers=1, thread_name_prefix="request")
         self.holds_connection = False
-        self.version_pin: list[int] = []
+        self.version_pin: Pin = []
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
         return super().submit(self._run, fn, args, kwargs)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.core.cache import cache
 
-from common.config_version import CACHE_KEY, config_version, config_version_bump, config_version_pinned
+from common import config_version as versions
+from common.config_version import CACHE_KEY, Pin, config_version, config_version_bump, config_version_pinned
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +38,7 @@ def test_a_pinned_step_reads_the_version_once_and_the_next_step_reads_it_again()
 
 def test_a_pin_kept_from_one_step_to_the_next_reads_the_version_once_for_them_all_until_a_change_is_made():
     before = config_version()
-    pin: list[int] = []
+    pin: Pin = []
 
     with config_version_pinned(pin):
         assert config_version() == before
@@ -50,6 +51,26 @@ def test_a_pin_kept_from_one_step_to_the_next_reads_the_version_once_for_them_al
         with django_capture_on_commit():
             config_version_bump()  # a change the request makes itself
         assert config_version() > before + 100
+
+
+def test_a_pin_held_longer_than_its_bound_reads_the_version_again(monkeypatch):
+    # A request that streams for long: its later steps see a publish within the bound, not at the request's end.
+    now = [1000.0]
+    monkeypatch.setattr(versions, "monotonic", lambda: now[0])
+    before = config_version()
+    pin: Pin = []
+
+    with config_version_pinned(pin):
+        assert config_version() == before
+    cache.set(CACHE_KEY, before + 100)
+    now[0] += versions.PIN_SECONDS  # at the bound: still the request's reading
+    with config_version_pinned(pin):
+        assert config_version() == before
+    now[0] += 0.001  # past it
+    with config_version_pinned(pin):
+        assert config_version() == before + 100
+        cache.set(CACHE_KEY, before + 200)
+        assert config_version() == before + 100  # read anew, and held again from then
 
 
 def test_a_change_made_inside_a_pinned_step_is_read_after_it():
