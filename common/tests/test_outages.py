@@ -235,11 +235,13 @@ def test_a_pooled_connection_nothing_cut_is_handed_out_without_a_round_trip_and_
     assert checked == []
 
     with admin_connect() as admin:  # every connection of the pool cut, as by a restart
+        # Each backend gone before the checkout below, its goodbye and the socket's end on the pool's side: with a
+        # timeout, pg_terminate_backend waits for the process to end (the bound a hang guard, never a measure).
+        # Signalled only, a backend slow to be scheduled on a busy machine left the socket untouched at the checkout.
         admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+            "SELECT pg_terminate_backend(pid, 30000) FROM pg_stat_activity WHERE datname = %s",
             [connection.settings_dict["NAME"]],
         )
-    time.sleep(0.2)  # the server's goodbye reaches the sockets
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         [new_pid] = cursor.fetchone()
