@@ -20,7 +20,8 @@ The graph is compiled with ``AsyncPostgresSaver`` on an ``AsyncConnectionPool`` 
 ``PEER_POOL_MAX_SIZE`` = 5 connections per worker, as ours) to the database of ``PEER_DATABASE_URL``;
 ``thread_id`` is the conversation key, so the messages (``add_messages``) are stored and read back each turn by
 the checkpointer. Only the model class is taken from the product: Django is configured with the one setting
-the model module may read, and no table of ours is touched.
+the model module may read and the few apps whose models its imports define (:data:`MODEL_APPS`), and no table of
+ours is touched.
 
 ``python -m bench.peer_app count PREFIX`` prints, as JSON, each thread whose id starts with ``PREFIX`` and the
 number of messages in its latest checkpoint (how ``peer_bench.py`` checks that nothing was lost).
@@ -185,12 +186,20 @@ def build_graph(profile: Profile, latency_ms: int) -> Any:
     return builder
 
 
+# The apps whose models the model module's imports define (the handoffs door's control tools, its tenants below):
+# registered so that they can be imported, never queried.
+MODEL_APPS = ("django.contrib.auth", "django.contrib.contenttypes", "common", "tenants", "handoffs")
+
+
 def configure_django(latency_ms: int) -> None:
-    """What ``agents.llm`` may read of Django's settings (the model itself gets its latency as an argument)."""
+    """What ``agents.llm`` may read of Django's settings (the model itself gets its latency as an argument), and the
+    app registry its imports need (:data:`MODEL_APPS`)."""
+    import django
     from django.conf import settings
 
     if not settings.configured:
-        settings.configure(OFFLINE_LLM_LATENCY_MS=latency_ms)
+        settings.configure(OFFLINE_LLM_LATENCY_MS=latency_ms, INSTALLED_APPS=list(MODEL_APPS))
+    django.setup()
 
 
 def _pool(url: str, max_size: int) -> Any:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -56,6 +60,24 @@ def test_each_specialist_answers_with_the_profiles_policy_then_its_own_prompt(pr
     assert prompt.startswith("Você faz parte da equipe de atendimento digital da Conecta Telecom")
     assert "Você é o especialista de faturas e pagamentos" in prompt
     assert profile.display_names["billing_agent"] == "Faturas e pagamentos"
+
+
+def test_the_peers_model_loads_and_answers_in_a_process_that_has_no_django_of_its_own():
+    # The peer's workers start with no settings module: the model module's imports (the handoffs door) must find
+    # every app they need in the registry the peer configures, or each worker fails at start-up.
+    script = (
+        "from bench.peer_app import configure_django\n"
+        "configure_django(0)\n"
+        "from langchain_core.messages import HumanMessage, SystemMessage\n"
+        "from agents.llm import OfflineChatModel\n"
+        "model = OfflineChatModel(display_name='Faturas', topic='fatura', latency_ms=0, agent='billing_agent')\n"
+        "print(model.invoke([SystemMessage('Você é o especialista.'), HumanMessage('minha fatura veio alta')]).text)\n"
+    )
+    env = {name: value for name, value in os.environ.items() if not name.startswith("DJANGO_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "minha fatura veio alta" in done.stdout
 
 
 def test_the_peer_takes_our_message_body_and_refuses_what_ours_would():
