@@ -320,6 +320,28 @@ def _manage(env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
+KNOWLEDGE_HELP = (
+    "off: the profile's knowledge setting `retrieval` set to false and published before the measurement (a profile "
+    "that does not use its help centre); on: as the demo is seeded"
+)
+# The profile's knowledge setting switched off and published, through the product's own model and command.
+KNOWLEDGE_OFF = """
+from agents.models import AgentProfile
+profile = AgentProfile.objects.get(agent_id={agent_id!r})
+profile.knowledge = {{**(profile.knowledge or {{}}), "retrieval": False}}
+profile.save(update_fields=["knowledge"])
+"""
+
+
+def knowledge_switched_off(env: dict[str, str], agent_id: str) -> str:
+    """``agent_id``'s knowledge retrieval set to false and published; what the run prints about it."""
+    if not (ROOT / "knowledge").is_dir():
+        return "knowledge: off (this tree has no knowledge to switch off)"
+    _manage(env, "shell", "-c", KNOWLEDGE_OFF.format(agent_id=agent_id))
+    _manage(env, "routing_publish", "--profile", agent_id, "--note", "bench: knowledge off")
+    return f"knowledge: off (the profile {agent_id}'s retrieval set to false and published)"
+
+
 def _postmaster_pid(database_url: str) -> int | None:
     import psycopg
 
@@ -517,6 +539,7 @@ def run(args: argparse.Namespace) -> int:
         _manage(env, "migrate", "--noinput")
         _manage(env, "seed_demo")
         key = _manage(env, "create_api_key", "--tenant", TENANT).strip().splitlines()[-1]
+        print(knowledge_switched_off(env, AGENT_ID) if args.knowledge == "off" else "knowledge: as seeded (on)")
 
         for number, traced in enumerate(modes, 1):
             if len(modes) > 1:
@@ -754,6 +777,7 @@ def main(argv: list[str] | None = None) -> int:
         "--pairs runs off and on, alternating, and their msg/s compared",
     )
     parser.add_argument("--pairs", type=int, default=3, help="side-by-side: how many (off, on) pairs")
+    parser.add_argument("--knowledge", choices=("on", "off"), default="on", help=KNOWLEDGE_HELP)
     parser.add_argument(
         "--profile", metavar="DIR", help="sample the server with py-spy over the window: flame graph and a summary"
     )

@@ -1,7 +1,7 @@
 """Our chat API against a LangGraph server serving the same flow, side by side under the same load in one run.
 
     PYTHONPATH=. .venv/bin/python bench/peer_bench.py [--clients 64] [--duration 20] [--warmup 5]
-        [--latency-ms 0] [--rounds 3] [--workers 4]
+        [--latency-ms 0] [--rounds 3] [--workers 4] [--knowledge on|off]
 
 The peer (``bench/peer_app.py``) serves the same flow as ours — the ``telecom_contas`` keyword router, one
 specialist answering from the same offline model (``agents.llm.OfflineChatModel``) with the same latency, the
@@ -25,6 +25,10 @@ peer's under the same load; at the peer's p99 ours could then only carry more). 
 and assistant ``Message`` rows per conversation must equal its client's 2xx answers (as chat_load checks), the
 peer's latest checkpoint of each thread must hold two messages per 2xx answer. Exits non-zero on any error or
 lost message.
+
+The peer searches no documents. ``--knowledge off`` measures ours as a profile that does not use its help centre
+(``bench/turn_cpu.py`` has the same switch): the flow the peer serves; on, as the demo is seeded, two of the five
+messages are answered from the help centre with a search and a citation.
 """
 
 from __future__ import annotations
@@ -332,6 +336,9 @@ def run(args: argparse.Namespace) -> int:
         chat_load._manage(env, "migrate", "--noinput")
         chat_load._manage(env, "seed_demo")
         key = chat_load._manage(env, "create_api_key", "--tenant", chat_load.TENANT).strip().splitlines()[-1]
+        knowledge = "knowledge: as seeded (on)"
+        if args.knowledge == "off":
+            knowledge = chat_load.knowledge_switched_off(env, chat_load.AGENT_ID)
         peer_url = database_url(env["DATABASE_URL"], PEER_DATABASE)
         create_database(env["DATABASE_URL"], PEER_DATABASE)
         # The peer sees neither our database nor our settings: only its own database and the model's latency.
@@ -379,6 +386,7 @@ def run(args: argparse.Namespace) -> int:
         f"warm-up) per server and round, {args.rounds} round(s), offline model {args.latency_ms} ms, "
         f"{args.workers} workers each, access log {'on' if args.access_log else 'off'}, one PostgreSQL"
     )
+    print(f"ours' {knowledge}")
     print(f"ours: python {' '.join(commands['ours'][1:])}")
     print(
         f"peer: {PEER_VENV.name}/bin/python {' '.join(commands['peer'][1:])} (LangGraph StateGraph, AsyncPostgresSaver)"
@@ -415,6 +423,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--client-procs", type=int, default=1, help="load-generator processes")
     parser.add_argument("--ramp", type=float, default=1, help="seconds over which the clients start")
     parser.add_argument("--timeout", type=float, default=60, help="client timeout per request, seconds")
+    parser.add_argument("--knowledge", choices=("on", "off"), default="on", help=chat_load.KNOWLEDGE_HELP)
     parser.add_argument("--target", type=float, default=2.0, help="ours / peer throughput to reach at equal p99")
     parser.add_argument(
         "--no-access-log", dest="access_log", action="store_false", help="both servers without their access log"

@@ -46,7 +46,16 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 import services  # noqa: E402  (scripts/services.py: the throwaway PostgreSQL)
 
-from bench.chat_load import AGENT_ID, TENANT, TEXTS, _manage, _postmaster_pid, process_cpu_seconds  # noqa: E402
+from bench.chat_load import (  # noqa: E402
+    AGENT_ID,
+    KNOWLEDGE_HELP,
+    TENANT,
+    TEXTS,
+    _manage,
+    _postmaster_pid,
+    knowledge_switched_off,
+    process_cpu_seconds,
+)
 from bench.turn_stages import sampling, self_time_report, stages_report  # noqa: E402
 
 try:
@@ -189,24 +198,6 @@ class _FullCollections:
             self.cpu_ms += (time.thread_time() - self._began) * 1000
 
 
-# The profile's knowledge setting switched off and published, through the product's own model and command.
-KNOWLEDGE_OFF = """
-from agents.models import AgentProfile
-profile = AgentProfile.objects.get(agent_id={agent_id!r})
-profile.knowledge = {{**(profile.knowledge or {{}}), "retrieval": False}}
-profile.save(update_fields=["knowledge"])
-"""
-
-
-def knowledge_switched_off(env: dict[str, str], agent_id: str) -> str:
-    """``agent_id``'s knowledge retrieval set to false and published; what the run prints about it."""
-    if not (ROOT / "knowledge").is_dir():
-        return "knowledge: off (this tree has no knowledge to switch off)"
-    _manage(env, "shell", "-c", KNOWLEDGE_OFF.format(agent_id=agent_id))
-    _manage(env, "routing_publish", "--profile", agent_id, "--note", "turn_cpu.py --knowledge off")
-    return f"knowledge: off (the profile {agent_id}'s retrieval set to false and published)"
-
-
 def run(args: argparse.Namespace) -> int:
     methods: Counter[str] = Counter()
     full_collections = _FullCollections()
@@ -298,8 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         "--knowledge",
         choices=("on", "off"),
         default="on",
-        help="off: the profile's knowledge setting `retrieval` set to false and published before the rounds "
-        "(a profile that does not use its help centre); on: as the demo is seeded",
+        help=KNOWLEDGE_HELP,
     )
     parser.add_argument("--stages", action="store_true", help="split the CPU a message by stage (py-spy)")
     parser.add_argument("--gil", action="store_true", help="with --stages: sample only the thread holding the GIL")

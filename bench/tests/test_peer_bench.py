@@ -22,6 +22,7 @@ def profile():
 def test_by_default_both_servers_get_64_clients_for_three_rounds_of_20_seconds_with_four_workers():
     args = parse_args([])
     assert (args.clients, args.duration, args.warmup, args.rounds, args.workers) == (64, 20, 5, 3, 4)
+    assert args.knowledge == "on"  # ours as the demo is seeded; off: the flow the peer serves, no help centre
     assert args.latency_ms == 0 and args.target == 2.0 and args.access_log
 
 
