@@ -76,27 +76,6 @@ _ASKED_TO_DO = (
     "pode", "podem", "poderia", "poderiam", "consegue", "conseguem", "can you", "could you", "would you", "will you",
     "puede", "pueden", "podria", "podrian", "podes",
 )  # fmt: skip
-# How a clause asks what follows from something (folded, its first words), in pt, en and es: "what happens if I pay
-# my bill late", "no pagué, ¿qué pasa con mi pedido?" ask what the business's rules say, whatever they name.
-_WHAT_FOLLOWS = (
-    "what happens", "what will happen", "what if", "o que acontece", "que acontece", "o que vai acontecer", "e se",
-    "que pasa", "que sucede", "que ocurre", "y si",
-)  # fmt: skip
-# How a question supposes something the customer does (folded): "when will I get my money back if I paid with pix?"
-# asks what the business does in that case, not what its systems hold of the customer.
-_SUPPOSING = ("if i", "if we", "se eu", "se a gente", "caso eu", "si yo", "en caso de que")
-# How a request opens when it wishes to do something (folded, then the verb: "quero cancelar meu pedido", "I want to
-# cancel my order", "quiero cambiar la fecha de mi factura"): what the business's documents explain how to do, as
-# they do for "quero cancelar o pedido" — the customer's own thing named or not. English names the verb after "to";
-# Portuguese and Spanish write it in the infinitive (its ending).
-_WISHES = (
-    "quero", "queria", "gostaria de", "preciso", "i want to", "i d like to", "i would like to", "i need to",
-    "quiero", "quisiera", "me gustaria", "necesito",
-)  # fmt: skip
-_INFINITIVE = re.compile(r"\w{2,}(?:ar|er|ir)(?:me|se|la|lo)?$")
-# A wish to know ("quero saber", "I want to know if…") asks what follows it: "quero saber onde está meu pedido" asks
-# where the order is, what the business's systems hold.
-_KNOWING = frozenset({"saber", "know", "entender", "understand", "ver", "see", "conferir", "check"})
 # Words too common to tell what a question is about (pt, en, es), beside every word of fewer than four letters, the
 # question words above and the full-text stop words of the three languages (agents.stop_words).
 _COMMON_WORDS = (
@@ -265,27 +244,58 @@ def question_in_general(text: str) -> bool:
     return any(clause[0] in _ASKING_WORDS for clause in clauses if clause)
 
 
-def _opens(words: list[str], phrases: tuple[str, ...]) -> bool:
-    """The words (of a clause) open with one of ``phrases`` (folded)."""
-    head = " ".join(words[:4])
-    return any(head == phrase or head.startswith(f"{phrase} ") for phrase in phrases)
+# How a clause asks what follows from something (folded, its first words), in pt, en and es: "what happens if I pay
+# my bill late", "no pagué, ¿qué pasa con mi pedido?" ask what the business's rules say, whatever they name.
+_WHAT_FOLLOWS = (
+    "what happens", "what will happen", "what if", "o que acontece", "que acontece", "o que vai acontecer", "e se",
+    "que pasa", "que sucede", "que ocurre", "y si",
+)  # fmt: skip
+# How a question supposes something the customer does (folded): "when will I get my money back if I paid with pix?"
+# asks what the business does in that case, not what its systems hold of the customer.
+_SUPPOSING = ("if i", "if we", "se eu", "se a gente", "caso eu", "si yo", "en caso de que")
+# How a message wishes to do something (folded, then the verb: "quero cancelar meu pedido", "I want to cancel my
+# order", "quiero cambiar la fecha de mi factura"): what the business's documents explain how to do, as they do for
+# "quero cancelar o pedido" — the customer's own thing named or not. English names the verb after "to"; Portuguese
+# and Spanish write it in the infinitive (its ending).
+_WISHES = (
+    "quero", "queria", "gostaria de", "preciso", "i want to", "i d like to", "i would like to", "i need to",
+    "quiero", "quisiera", "me gustaria", "necesito",
+)  # fmt: skip
+_INFINITIVE = re.compile(r"\w{2,}(?:ar|er|ir)(?:me|se|la|lo)?$")
+# A wish to know or see ("quero saber", "I want to check…") asks what follows it: "quero saber onde está meu pedido"
+# asks where the order is, what the business's systems hold.
+_KNOWING = frozenset({"saber", "know", "entender", "understand", "ver", "see", "conferir", "check"})
+
+
+def _phrases(phrases: tuple[str, ...], *, opening: bool) -> re.Pattern[str]:
+    """A pattern finding ``phrases`` (folded words) in a folded text, as whole words; ``opening``: only where they open
+    a clause (the text's start or after :data:`_CLAUSE_END`'s marks). English's "I'd" is "i d" folded: any non-word
+    characters stand between the words."""
+    alternatives = "|".join(r"\W+".join(map(re.escape, phrase.split())) for phrase in phrases)
+    start = r"(?:^|[,.;:!?¿¡\n])[\W_]*" if opening else r"(?<!\w)"
+    return re.compile(rf"{start}(?:{alternatives})(?!\w)")
+
+
+_WHAT_FOLLOWS_OPENING = _phrases(_WHAT_FOLLOWS, opening=True)
+_ASKED_TO_DO_OPENING = _phrases(_ASKED_TO_DO, opening=True)
+_SUPPOSED = _phrases(_SUPPOSING, opening=False)
+_WISHED = re.compile(_phrases(_WISHES, opening=False).pattern + r"\W+(\w+)")
 
 
 def asks_what_follows(text: str) -> bool:
     """Whether ``text`` asks what follows from something, whatever it names: a clause opens with what happens
     (:data:`_WHAT_FOLLOWS`: "what happens if I pay my bill late", "no pagué, ¿qué pasa con mi pedido?"), or a
     question supposes something the customer does (:data:`_SUPPOSING`: "when will I get my money back if I paid with
-    pix?") — what the business's rules say, not what its systems hold of the customer. A clause that asks the
+    pix?") — what the business's rules say, not what its systems hold of the customer. A clause that opens asking the
     business to do something (:data:`_ASKED_TO_DO`: "can you check if I paid?") is no such question."""
-    clauses = [normalize(clause).split() for clause in _CLAUSE_END.split(text)]
-    clauses = [clause for clause in clauses if clause]
-    if any(_opens(clause, _ASKED_TO_DO) for clause in clauses):
-        return False
-    if any(_opens(clause, _WHAT_FOLLOWS) for clause in clauses):
-        return True
-    asks = "?" in text or any(clause[0] in _ASKING_WORDS for clause in clauses)
-    folded = f" {normalize(text)} "
-    return asks and any(f" {phrase} " in folded for phrase in _SUPPOSING)
+    folded = fold(text)
+    if not _WHAT_FOLLOWS_OPENING.search(folded):
+        if not _SUPPOSED.search(folded):
+            return False
+        clauses = (normalize(clause).split() for clause in _CLAUSE_END.split(text))
+        if "?" not in text and not any(clause[0] in _ASKING_WORDS for clause in clauses if clause):
+            return False
+    return not _ASKED_TO_DO_OPENING.search(folded)
 
 
 def wishes_to_act(text: str) -> bool:
@@ -294,16 +304,10 @@ def wishes_to_act(text: str) -> bool:
     business's documents explain how to do, as for the same request naming none of the customer's things. A wish to
     have a thing ("quero meu dinheiro de volta") or to know one ("quero saber onde está meu pedido": where it is, the
     systems') is none."""
-    words = normalize(text).split()
-    for wish in _WISHES:
-        phrase = wish.split()
-        size = len(phrase)
-        for at in range(len(words) - size):
-            if words[at : at + size] != phrase:
-                continue
-            verb = words[at + size]
-            if verb not in _KNOWING and (wish.endswith(" to") or _INFINITIVE.fullmatch(verb)):
-                return True
+    for found in _WISHED.finditer(fold(text)):
+        verb = found.group(1)
+        if verb not in _KNOWING and (found.group(0).split()[-2] == "to" or _INFINITIVE.fullmatch(verb)):
+            return True
     return False
 
 
