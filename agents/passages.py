@@ -231,16 +231,84 @@ def question_in_general(text: str) -> bool:
     minha conta?" asks what its systems hold of the customer. A message that names them asks one too when a clause of
     its own ends with a question mark, names none of them and asks the business to do nothing (:data:`_ASKED_TO_DO`):
     "meu fone parou de funcionar, tem garantia?" asks what the warranty covers, "Minha fatura veio alta, pode ver?"
-    asks for the bill to be looked at."""
+    asks for the bill to be looked at; or when it asks what follows from something (:func:`asks_what_follows`: "what
+    happens if I pay my bill late", "when will I get my money back if I paid with pix?")."""
     words = normalize(text).split()
     if not words:
         return False
     if names_own(text):
-        return any(_asks_in_general(clause) for clause in _questions(text))
+        return any(_asks_in_general(clause) for clause in _questions(text)) or asks_what_follows(text)
     if "?" in text:
         return True
     clauses = (normalize(clause).split() for clause in _CLAUSE_END.split(text))
     return any(clause[0] in _ASKING_WORDS for clause in clauses if clause)
+
+
+# How a clause asks what follows from something (folded, its first words), in pt, en and es: "what happens if I pay
+# my bill late", "no pagué, ¿qué pasa con mi pedido?" ask what the business's rules say, whatever they name.
+_WHAT_FOLLOWS = (
+    "what happens", "what will happen", "what if", "o que acontece", "que acontece", "o que vai acontecer", "e se",
+    "que pasa", "que sucede", "que ocurre", "y si",
+)  # fmt: skip
+# How a question supposes something the customer does (folded): "when will I get my money back if I paid with pix?"
+# asks what the business does in that case, not what its systems hold of the customer.
+_SUPPOSING = ("if i", "if we", "se eu", "se a gente", "caso eu", "si yo", "en caso de que")
+# How a message wishes to do something (folded, then the verb: "quero cancelar meu pedido", "I want to cancel my
+# order", "quiero cambiar la fecha de mi factura"): what the business's documents explain how to do, as they do for
+# "quero cancelar o pedido" — the customer's own thing named or not. English names the verb after "to"; Portuguese
+# and Spanish write it in the infinitive (its ending).
+_WISHES = (
+    "quero", "queria", "gostaria de", "preciso", "i want to", "i d like to", "i would like to", "i need to",
+    "quiero", "quisiera", "me gustaria", "necesito",
+)  # fmt: skip
+_INFINITIVE = re.compile(r"\w{2,}(?:ar|er|ir)(?:me|se|la|lo)?$")
+# A wish to know or see ("quero saber", "I want to check…") asks what follows it: "quero saber onde está meu pedido"
+# asks where the order is, what the business's systems hold.
+_KNOWING = frozenset({"saber", "know", "entender", "understand", "ver", "see", "conferir", "check"})
+
+
+def _phrases(phrases: tuple[str, ...], *, opening: bool) -> re.Pattern[str]:
+    """A pattern finding ``phrases`` (folded words) in a folded text, as whole words; ``opening``: only where they open
+    a clause (the text's start or after :data:`_CLAUSE_END`'s marks). English's "I'd" is "i d" folded: any non-word
+    characters stand between the words."""
+    alternatives = "|".join(r"\W+".join(map(re.escape, phrase.split())) for phrase in phrases)
+    start = r"(?:^|[,.;:!?¿¡\n])[\W_]*" if opening else r"(?<!\w)"
+    return re.compile(rf"{start}(?:{alternatives})(?!\w)")
+
+
+_WHAT_FOLLOWS_OPENING = _phrases(_WHAT_FOLLOWS, opening=True)
+_ASKED_TO_DO_OPENING = _phrases(_ASKED_TO_DO, opening=True)
+_SUPPOSED = _phrases(_SUPPOSING, opening=False)
+_WISHED = re.compile(_phrases(_WISHES, opening=False).pattern + r"\W+(\w+)")
+
+
+def asks_what_follows(text: str) -> bool:
+    """Whether ``text`` asks what follows from something, whatever it names: a clause opens with what happens
+    (:data:`_WHAT_FOLLOWS`: "what happens if I pay my bill late", "no pagué, ¿qué pasa con mi pedido?"), or a
+    question supposes something the customer does (:data:`_SUPPOSING`: "when will I get my money back if I paid with
+    pix?") — what the business's rules say, not what its systems hold of the customer. A clause that opens asking the
+    business to do something (:data:`_ASKED_TO_DO`: "can you check if I paid?") is no such question."""
+    folded = fold(text)
+    if not _WHAT_FOLLOWS_OPENING.search(folded):
+        if not _SUPPOSED.search(folded):
+            return False
+        clauses = (normalize(clause).split() for clause in _CLAUSE_END.split(text))
+        if "?" not in text and not any(clause[0] in _ASKING_WORDS for clause in clauses if clause):
+            return False
+    return not _ASKED_TO_DO_OPENING.search(folded)
+
+
+def wishes_to_act(text: str) -> bool:
+    """Whether ``text`` wishes to do something (:data:`_WISHES`, then a verb: "quero cancelar meu pedido", "sou
+    pré-pago e quero passar pro pós", "I want to cancel my order", "quiero cambiar la fecha de mi factura"): what the
+    business's documents explain how to do, as for the same request naming none of the customer's things. A wish to
+    have a thing ("quero meu dinheiro de volta") or to know one ("quero saber onde está meu pedido": where it is, the
+    systems') is none."""
+    for found in _WISHED.finditer(fold(text)):
+        verb = found.group(1)
+        if verb not in _KNOWING and (found.group(0).split()[-2] == "to" or _INFINITIVE.fullmatch(verb)):
+            return True
+    return False
 
 
 def _questions(text: str) -> list[list[str]]:
@@ -268,9 +336,10 @@ def asks_documents(text: str) -> bool:
 
 def own_request(text: str) -> bool:
     """Whether ``text`` is a request about the customer's own things (:func:`names_own`) that asks nothing of the
-    business's documents besides (:func:`asks_documents`): its tools' to answer ("Mi factura llegó muy alta, ¿puede
-    revisarla?"), where "mi lavadora se rompió, ¿la cubre la garantía?" also asks what the warranty covers."""
-    return names_own(text) and not asks_documents(text)
+    business's documents besides (:func:`asks_documents`) and wishes to do nothing they explain
+    (:func:`wishes_to_act`): its tools' to answer ("Mi factura llegó muy alta, ¿puede revisarla?"), where "mi lavadora
+    se rompió, ¿la cubre la garantía?" also asks what the warranty covers and "quiero anular mi pedido" how to."""
+    return names_own(text) and not asks_documents(text) and not wishes_to_act(text)
 
 
 def sentences_of(passage: str) -> list[str]:

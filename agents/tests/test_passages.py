@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from agents.passages import (
     NotedPassage,
+    asks_what_follows,
     content_words,
     coverage,
     general_question,
+    own_request,
     passages_note,
     passages_read,
     question_in_general,
     relevant_sentences,
+    wishes_to_act,
     words_held,
 )
 
@@ -136,6 +139,51 @@ def test_a_question_that_names_none_of_the_customers_own_things_is_told_from_one
         "",
     ):
         assert not question_in_general(text), text
+
+
+def test_a_question_about_what_follows_from_something_asks_the_documents_though_it_names_the_customers_own_thing():
+    for text in (
+        "o que acontece se eu pagar minha fatura atrasada?",
+        "não paguei o boleto, o que acontece com meu pedido?",
+        "what happens if I pay my bill a couple weeks late",
+        "when will I get my money back if I paid with pix?",
+        "no pagué la boleta, ¿qué pasa con mi pedido?",
+        "y si cancelo mi plan antes del año?",
+    ):
+        assert asks_what_follows(text) and question_in_general(text) and not own_request(text), text
+    for text in (
+        "My bill is too high this month, can you check it?",
+        "can you check if I paid my bill?",  # asks the business to look: the tools'
+        "pode ver se eu paguei minha fatura?",
+        "Where is my order? It was supposed to arrive yesterday",
+        "Por que a minha fatura veio com valor alto este mês?",
+        "if I may say so, my order is late",  # a supposition, but no question
+        "",
+    ):
+        assert not asks_what_follows(text), text
+
+
+def test_a_wish_to_do_something_with_the_customers_own_thing_is_searched_and_a_wish_to_have_or_know_it_is_the_tools():
+    """A wish to cancel my order asks what "quero cancelar o pedido" asks: how it is done, which the documents say."""
+    for text in (
+        "quero cancelar meu pedido que ainda não saiu",
+        "sou pré-pago e eu quero passar pro pós, perco meu número?",
+        "I want to cancel my order before it ships",
+        "I'd like to move my due date",
+        "quiero cambiar la fecha en que vence mi factura",
+        "necesito anular mi pedido",
+    ):
+        assert wishes_to_act(text) and not own_request(text), text
+    for text in (
+        "quero meu dinheiro de volta",  # a thing wished for, no verb
+        "quero saber onde está meu pedido",  # where it is: what the systems hold
+        "I want to know if my order shipped",
+        "I want my money back",
+        "quiero saber por qué mi factura vino tan alta",
+        "necesito la factura de mi línea",
+        "Minha fatura veio alta este mês, pode ver?",
+    ):
+        assert not wishes_to_act(text) and own_request(text), text
 
 
 def test_a_word_is_held_by_a_text_holding_another_of_its_snowball_stem_billing_bill_troco_troca():

@@ -168,8 +168,15 @@ def test_a_help_centre_question_to_a_specialist_whose_tools_cannot_answer_is_ans
     [
         "O débito automático já vale para a próxima fatura?",
         "Paguei minha fatura hoje. O débito automático vale a partir de quando?",  # a clause of its own asks
+        "O que acontece com a minha fatura se eu ativar o débito automático?",  # what follows, whatever it names
+        "Quero ativar o débito automático na minha fatura",  # a wish to do, which the documents explain
     ],
-    ids=["naming none of the customer's things", "naming the customer's bill besides"],
+    ids=[
+        "naming none of the customer's things",
+        "naming the customer's bill besides",
+        "asking what follows",
+        "wishing to do something",
+    ],
 )
 def test_a_question_in_general_to_a_tools_specialist_is_searched_whether_or_not_it_names_the_customers_own_bill(
     api, invoices, text
