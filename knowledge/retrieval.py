@@ -68,8 +68,9 @@ class Retrieved:
         return tuple(sorted(at_bar, key=lambda passage: -passage.relevance))
 
 
-def _considered(hits: Iterable[Hit], query: str, reading: Reading = NOTHING) -> list[Considered]:
-    asked = asked_words(query)  # the question's words, read once for the passages found
+def _considered(hits: Iterable[Hit], asked: list[str], reading: Reading = NOTHING) -> list[Considered]:
+    """The passages ``hits`` with their relevance to a question whose words the bar counts are ``asked``
+    (:func:`agents.passages.asked_words`, read once a search)."""
     out = []
     for hit in hits:
         held = words_held_with(asked, passage_words(hit.heading, hit.text), reading) if asked else 0
@@ -124,8 +125,9 @@ def knowledge_retrieve(
         synonyms=synonyms,
     )
     groups = synonym_groups(profile=profile_pk, tenant=tenant_pk, documents=documents, synonyms=synonyms)
-    reading = question_read(asked_words(query), query, groups)
-    considered = _considered(found, query, reading)
+    asked = asked_words(query)  # the question's words, read once for the synonyms and every passage found
+    reading = question_read(asked, query, groups)
+    considered = _considered(found, asked, reading)
     reached = [passage.relevance for passage in considered if passage.reaches(min_score, vector_bar)]
     best = max(reached, default=None)
     if every_language and language and (best is None or best < 1):
@@ -140,7 +142,7 @@ def knowledge_retrieve(
             vectors=vectors,
             synonyms=synonyms,
         )
-        more = _considered((hit for hit in others if hit.passage_id not in seen), query, reading)
+        more = _considered((hit for hit in others if hit.passage_id not in seen), asked, reading)
         # Beside passages of the conversation's language at the bar, another language's only when it holds the whole
         # question: a customer asks in their language about what the business wrote in one other. Holding more of it
         # is not enough: languages share words (names, codes, cognates: "alerta", "subir"), so another language's

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from agents.knowledge_settings import DEFAULT_MIN_SCORE
-from agents.passages import words_held
+from agents.passages import asked_words, words_held
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import knowledge_profiles, knowledge_retrieve
 from knowledge.services import document_ingest
@@ -228,6 +228,23 @@ def test_another_language_holding_more_but_not_all_of_the_question_does_not_disp
 
     assert [(p.hit.language, p.held, p.asked) for p in found.considered] == [("pt", 2, 4)]
     assert [p.hit.language for p in found.used] == ["pt"]
+
+
+def test_a_search_reads_its_questions_words_once_for_the_bar_whatever_languages_it_searches(help_centre, monkeypatch):
+    from knowledge import retrieval
+
+    question = "How long does express delivery take?"
+    read: list[str] = []
+    monkeypatch.setattr(retrieval, "asked_words", lambda text: read.append(text) or asked_words(text))
+
+    elsewhere = retrieve(help_centre, "pt", question)  # nothing in Portuguese: every language searched too
+
+    assert read == [question]
+    assert elsewhere.used and elsewhere.used[0].hit.heading == "Delivery › Delivery times"
+    assert [(p.relevance, p.held, p.asked) for p in elsewhere.considered] == [
+        (round(held / asked, 6), held, asked)
+        for held, asked in (words_held(question, f"{p.hit.heading}\n{p.hit.text}") for p in elsewhere.considered)
+    ]
 
 
 @pytest.mark.parametrize("prefix", ["/", "/support/"])
