@@ -8,6 +8,7 @@ take and fill these; they live here, below all of them, so a helper that takes a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from django.conf import settings
@@ -20,7 +21,7 @@ from conversations.desk.escalations import escalation_public
 from conversations.escalation import TurnEscalation
 from conversations.gateway import TurnBackend
 from conversations.goals.part import GoalTurn
-from conversations.guardrails import TurnGuardrails
+from conversations.guardrails import TurnGuardrails, identifier_pseudonym
 from conversations.history import HistoryEntry
 from conversations.knowledge_turn import knowledge_merged
 from conversations.language import TurnLanguage
@@ -82,6 +83,14 @@ class TurnInput:
     @property
     def conversation_key(self) -> str:
         return f"{self.tenant_slug}:{self.profile.agent_id}:{self.session_id}"
+
+    @cached_property
+    def stored_user_id(self) -> str:
+        """The user id the store keeps: a keyed pseudonym when the client's id is personal data (an e-mail, phone,
+        CPF; the OpenAI ``user`` field too), else the id itself (:func:`conversations.guardrails.identifier_pseudonym`).
+        Made once per input: a turn reads it four times (the conversation's row, the customer's facts, memory, the
+        turn's record), each a scan of the id for personal data."""
+        return identifier_pseudonym(self.user_id, key=settings.SECRET_KEY) if self.user_id else ""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ from conversations.desk.escalations import (
     message_public,
     queue_position,
 )
-from conversations.guardrails import identifier_pseudonym
 from conversations.history import conversation_history, history_parse, history_read
 from conversations.memory.facts import facts_parse, facts_read
 from conversations.memory.part import memory_read
@@ -75,9 +74,8 @@ def conversation_defaults(data: TurnInput) -> dict[str, Any]:
 
 
 def stored_user_id(data: TurnInput) -> str:
-    """The user id the store keeps: a keyed pseudonym when the client's id is personal data (an e-mail, phone,
-    CPF; the OpenAI ``user`` field too), else the id itself (:func:`conversations.guardrails.identifier_pseudonym`)."""
-    return identifier_pseudonym(data.user_id, key=settings.SECRET_KEY) if data.user_id else ""
+    """The user id the store keeps (:attr:`conversations.turn.TurnInput.stored_user_id`, made once per input)."""
+    return data.stored_user_id
 
 
 def turn_start(turn: Turn) -> bool:

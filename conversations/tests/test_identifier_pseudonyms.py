@@ -107,3 +107,27 @@ def test_no_answer_nor_stored_row_holds_the_raw_user_id_that_the_rollout_flag_bu
     assert (flag["reason"], flag["stickiness_value"]) == ("bucket", pseudonym)  # the user's id as the store keeps it
     assert flag["bucket"] == bucket("multi_agent", EMAIL)  # the cohort the Unleash SDKs give that user
     assert rows_holding("joao.silva") == []
+
+
+@pytest.mark.django_db
+def test_a_turn_makes_its_user_id_a_pseudonym_once_however_often_the_store_reads_it(api, telecom, monkeypatch):
+    import conversations.turn
+
+    made: list[str] = []
+
+    def counted(identifier: str, *, key: str) -> str:
+        made.append(identifier)
+        return identifier_pseudonym(identifier, key=key)
+
+    monkeypatch.setattr(conversations.turn, "identifier_pseudonym", counted)
+    response = api.post(
+        "/api/gateway/message",
+        {"agent_id": "telecom_contas", "payload": {"text": "oi", "session_id": "once-1", "user_id": EMAIL}},
+        format="json",
+    )
+
+    assert response.status_code == 200, response.content
+    assert made == [EMAIL]
+    conversation = Conversation.objects.get()
+    assert conversation.user_id == identifier_pseudonym(EMAIL, key=settings.SECRET_KEY)
+    assert Message.objects.get(role="user").metadata["user_id"] == conversation.user_id

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from agents.knowledge_settings import DEFAULT_MIN_SCORE
-from agents.passages import words_held
+from agents.passages import asked_words, words_held
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import knowledge_profiles, knowledge_retrieve
 from knowledge.services import document_ingest
@@ -228,3 +228,51 @@ def test_another_language_holding_more_but_not_all_of_the_question_does_not_disp
 
     assert [(p.hit.language, p.held, p.asked) for p in found.considered] == [("pt", 2, 4)]
     assert [p.hit.language for p in found.used] == ["pt"]
+
+
+def test_a_search_reads_its_questions_words_once_for_the_bar_whatever_languages_it_searches(help_centre, monkeypatch):
+    from knowledge import retrieval
+
+    question = "How long does express delivery take?"
+    read: list[str] = []
+    monkeypatch.setattr(retrieval, "asked_words", lambda text: read.append(text) or asked_words(text))
+
+    elsewhere = retrieve(help_centre, "pt", question)  # nothing in Portuguese: every language searched too
+
+    assert read == [question]
+    assert elsewhere.used and elsewhere.used[0].hit.heading == "Delivery › Delivery times"
+    assert [(p.relevance, p.held, p.asked) for p in elsewhere.considered] == [
+        (round(held / asked, 6), held, asked)
+        for held, asked in (words_held(question, f"{p.hit.heading}\n{p.hit.text}") for p in elsewhere.considered)
+    ]
+
+
+@pytest.mark.parametrize("prefix", ["/", "/support/"])
+def test_a_citations_link_is_the_path_reverse_gives_the_documents_page_under_any_script_prefix(prefix):
+    from django.urls import get_script_prefix, reverse, set_script_prefix
+
+    from knowledge.retrieval import DOCUMENT_PAGE, document_link
+
+    before = get_script_prefix()
+    set_script_prefix(prefix)
+    try:
+        links = {document_id: document_link(document_id) for document_id in (1, 42, 7_000_000_001)}
+        assert links == {document_id: reverse(DOCUMENT_PAGE, args=[document_id]) for document_id in links}
+        assert all(link.startswith(f"{prefix}admin/") for link in links.values())
+    finally:
+        set_script_prefix(before)
+
+
+def test_a_citations_link_resolves_the_documents_page_once_for_every_document(monkeypatch):
+    import django.urls
+
+    from knowledge import retrieval
+
+    calls: list[object] = []
+    monkeypatch.setattr(retrieval, "reverse", lambda *a, **k: calls.append(a) or django.urls.reverse(*a, **k))
+    monkeypatch.setattr(retrieval, "_document_pages", {})
+
+    links = [retrieval.document_link(document_id) for document_id in (3, 4, 5, 3)]
+
+    assert len(calls) == 1
+    assert links == [django.urls.reverse(retrieval.DOCUMENT_PAGE, args=[document_id]) for document_id in (3, 4, 5, 3)]
