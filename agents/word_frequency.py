@@ -1,0 +1,70 @@
+"""How often a word is used in general Portuguese, English and Spanish: how little it tells of what a question is about.
+
+A question's word that any text may hold ("going", "next", "long", "take", "hace", "quero") is weak evidence that a
+passage answers it: the passage need not repeat it. The relevance bar (:mod:`agents.passages`) weighs each word it
+counts by its frequency in general language, read from `wordfreq <https://pypi.org/project/wordfreq/>`_ (word
+frequencies of many corpora: subtitles, Wikipedia, news, books, the web), on its Zipf scale — the base-10 logarithm
+of the word's uses per billion words: 7 for "the" and "que", 6 for "going" and "dia", 5 for "internet" and "pedido",
+3 for "roaming" and "fatura", 0 for a word it does not know (a name, a code, a misspelling). A word counts at the
+highest of its three languages' frequencies (the bar does not know which language a word is in: "hace" is a common
+Spanish word, whatever the conversation's language), folded as the bar folds words (case and accents aside: the
+lists spell "não", the bar "nao").
+
+The lists are read once per process (:func:`_frequencies`: the words of Zipf :data:`COUNTED_FROM` or more, a few
+thousand a language, 20 ms), and a word's weight is kept (:func:`word_weight`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from wordfreq import get_frequency_list
+
+from common.text import fold
+
+LANGUAGES = ("pt", "en", "es")
+# The Zipf frequency from which a word weighs less than a whole one, and the one from which it weighs the least
+# (:data:`LEAST_WEIGHT`): from 4.5 ("invoice", "portugal", "senha"), below a word a text about the subject repeats,
+# to 6.5 ("going", "quero", "dia" and above), the words any text holds.
+COUNTED_FROM = 4.5
+LEAST_FROM = 6.5
+LEAST_WEIGHT = 0.2
+WEIGHTS_KEPT = 8192  # words whose weight a process keeps
+
+
+@lru_cache(maxsize=1)
+def _frequencies() -> dict[str, float]:
+    """Each folded word of Zipf frequency :data:`COUNTED_FROM` or more in one of :data:`LANGUAGES`, with its highest
+    Zipf frequency among them (its spellings folded together)."""
+    found: dict[str, float] = {}
+    for language in LANGUAGES:
+        # wordfreq's "small" list, in buckets of one centibel each (bucket i: frequency 10 ** (-i / 100)), the most
+        # frequent first: Zipf = 9 - i / 100.
+        for index, bucket in enumerate(get_frequency_list(language, "small")):
+            zipf = 9 - index / 100
+            if zipf < COUNTED_FROM:
+                break
+            for word in bucket:
+                key = fold(word)
+                if zipf > found.get(key, 0.0):
+                    found[key] = zipf
+    return found
+
+
+def zipf_frequency(word: str) -> float:
+    """``word``'s (folded) Zipf frequency in general language, the highest of :data:`LANGUAGES`'; 0 below
+    :data:`COUNTED_FROM` (rare enough to weigh whole)."""
+    return _frequencies().get(word, 0.0)
+
+
+@lru_cache(maxsize=WEIGHTS_KEPT)
+def word_weight(word: str) -> float:
+    """What ``word`` (folded) weighs as evidence that a text answers a question holding it, in
+    [:data:`LEAST_WEIGHT`, 1]: 1 below Zipf :data:`COUNTED_FROM`, :data:`LEAST_WEIGHT` from :data:`LEAST_FROM`,
+    linear between."""
+    zipf = zipf_frequency(word)
+    if zipf <= COUNTED_FROM:
+        return 1.0
+    if zipf >= LEAST_FROM:
+        return LEAST_WEIGHT
+    return 1.0 - (1.0 - LEAST_WEIGHT) * (zipf - COUNTED_FROM) / (LEAST_FROM - COUNTED_FROM)
