@@ -19,9 +19,10 @@ from django.core.exceptions import ValidationError
 
 TAG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 MAX_TAGS = 20
-# The relevance bar's default, on the share of a question's content words a passage holds (knowledge.retrieval): on the
-# help centre of knowledge/tests/test_retrieval.py the passage that answers held 0.67–1 of them, the best passage for a
-# question the articles do not answer at most 0.33, on both engines (docs/knowledge.md, "The relevance bar").
+# The relevance bar's default, on the share of a question's content words a passage holds, each weighed by how general
+# it is (agents.passages.held_share, knowledge.retrieval): on the help centre of knowledge/tests/test_retrieval.py the
+# passage that answers held 0.67–1 of them (counted alike), the best passage for a question the articles do not answer
+# at most 0.33, on both engines (docs/knowledge.md, "The relevance bar").
 DEFAULT_MIN_SCORE = 0.5
 # The bar of a passage the vector search alone found, on the cosine similarity of the question's embedding to its
 # own (knowledge.vectors): it holds too few of the question's words for the bar above, so the cosine must say it

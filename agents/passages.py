@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
 from agents.stems import word_stems
 from agents.stop_words import STOP_WORDS
+from agents.word_frequency import word_weight
 from common.text import fold, normalize
 
 PASSAGES_NOTE = (
@@ -195,12 +197,27 @@ def held_in(asked: list[str], stems: AbstractSet[str]) -> int:
     return sum(_found(word, stems) for word in asked)
 
 
+def weight_of(words: Iterable[str]) -> float:
+    """What ``words`` (of :func:`asked_words`) weigh together as evidence of what a question is about: each by its
+    frequency in general language (:func:`agents.word_frequency.word_weight`), so that "going", "next" or "quero",
+    which a passage answering the question need not repeat, weigh a fifth of "roaming" or "vencimento"."""
+    return sum(word_weight(word) for word in words)
+
+
+def held_share(held: Iterable[str], asked: Sequence[str]) -> float:
+    """The share of the question's words ``asked`` (:func:`asked_words`) that the words ``held`` of them weigh
+    (:func:`weight_of`), in [0, 1]: the measure the relevance bar is held to (0 for a question with none)."""
+    whole = weight_of(asked)
+    return min(1.0, weight_of(held) / whole) if whole else 0.0
+
+
 def coverage(question: str, text: str) -> float:
     """The share of ``question``'s words the bar counts (:func:`asked_words`: its content words, names and codes)
-    that ``text`` holds, in [0, 1]: how much of what is asked a passage speaks of, the same on every engine (0 for a
-    question with none)."""
-    held, asked = words_held(question, text)
-    return held / asked if asked else 0.0
+    that ``text`` holds, each weighed by how little general language uses it (:func:`held_share`), in [0, 1]: how
+    much of what is asked a passage speaks of, the same on every engine (0 for a question with none)."""
+    asked = asked_words(question)
+    stems = stems_of(text)
+    return held_share([word for word in asked if _found(word, stems)], asked)
 
 
 def general_question(text: str) -> bool:

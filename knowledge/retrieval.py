@@ -16,7 +16,7 @@ from typing import Any
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.translation import get_language
 
-from agents.public import MIN_WORDS_HELD, asked_words
+from agents.public import MIN_WORDS_HELD, asked_words, held_share
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search, synonym_groups
 from knowledge.synonym_reading import NOTHING, Reading, passage_words, question_read, words_held_with
@@ -28,8 +28,9 @@ RETRIEVE_LIMIT = 5  # passages considered per question
 
 @dataclass(frozen=True)
 class Considered:
-    """A passage found, with its relevance to the question: the share of the question's content words it holds
-    (:func:`agents.passages.coverage`, heading and text), the measure the relevance bar is held to on every engine
+    """A passage found, with its relevance to the question: the share of the question's content words it holds, each
+    weighed by how little general language uses it (:func:`agents.passages.held_share`, heading and text: "going" or
+    "quero" a fifth of "roaming"), the measure the relevance bar is held to on every engine
     (the search's own score orders the passages, but its scale is each engine's, and on SQLite a question's common
     words alone score high); and how many of the question's ``asked`` content words it ``held``."""
 
@@ -73,8 +74,8 @@ def _considered(hits: Iterable[Hit], asked: list[str], reading: Reading = NOTHIN
     (:func:`agents.passages.asked_words`, read once a search)."""
     out = []
     for hit in hits:
-        held = words_held_with(asked, passage_words(hit.heading, hit.text), reading) if asked else 0
-        out.append(Considered(hit, round(held / len(asked), 6) if asked else 0.0, held, len(asked)))
+        held = words_held_with(asked, passage_words(hit.heading, hit.text), reading) if asked else []
+        out.append(Considered(hit, round(held_share(held, asked), 6), len(held), len(asked)))
     return out
 
 

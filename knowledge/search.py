@@ -22,9 +22,10 @@ over 100,000 passages ranks a bounded number of them, not every passage that hol
      text (``senha`` finds ``senhas``) or by a Snowball stem in the passage's stems (``billing`` finds ``bill``),
      ranked by BM25 (the heading counting twice the text, the stems nothing), normalised the same way.
 
-3. **The words held**: the engine's best :data:`WORDS_RERANKED` ordered again by how many of the question's words
-   each holds, as the relevance bar counts them, its document's title breaking a tie (:func:`by_words_held`), and
-   scored by that share first: a bar on the score reads about the same on both engines.
+3. **The words held**: the engine's best :data:`WORDS_RERANKED` ordered again by how much of the question's words
+   each holds, as the relevance bar counts and weighs them (a general word weighing less), its document's title
+   breaking a tie (:func:`by_words_held`), and scored by that share first: a bar on the score reads about the same on
+   both engines.
 
 The question is read with the synonyms of the sources searched first (:mod:`knowledge.synonym_reading`): a group's
 other terms are searched too.
@@ -44,7 +45,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Count, Exists, Q, Sum
 
-from agents.public import STEM_CHARS, asked_words, content_words, word_stems
+from agents.public import STEM_CHARS, asked_words, content_words, held_share, word_stems
 from common.config_version import config_version, local_generation
 from common.text import fold
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
@@ -549,20 +550,22 @@ def knowledge_search(
 def by_words_held(
     rows: list[Row], asked: list[str], reading: Reading, about: Mapping[int, tuple[str, ...]] | None = None
 ) -> list[Row]:
-    """``rows`` (the engine's ranking, best first) ordered by how many of the question's words ``asked``
-    (:func:`agents.passages.asked_words`) each passage holds, heading and text (as the relevance bar counts them,
-    ``reading``'s synonyms too: :func:`knowledge.synonym_reading.words_held_with`); among equals, by how many its
-    document's title holds (``about``: by document, its title first, as :attr:`Scope.about`), then in the engine's
-    order. Each scored in [0, 1): (held + (held by the title + the engine's score) / (asked + 1)) / (asked + 1). A
-    question with no such word keeps the engine's order and scores."""
+    """``rows`` (the engine's ranking, best first) ordered by how much of the question's words ``asked``
+    (:func:`agents.passages.asked_words`) each passage holds, heading and text (as the relevance bar counts and weighs
+    them, :func:`agents.passages.held_share`, ``reading``'s synonyms too:
+    :func:`knowledge.synonym_reading.words_held_with`); among equals, by how much its document's title holds
+    (``about``: by document, its title first, as :attr:`Scope.about`), then in the engine's order. Each scored in
+    [0, 1): (held + (held by the title + the engine's score) / (asked + 1)) / (asked + 1), what is held counted as
+    ``asked`` times its share (the number of words held when each weighs the same). A question with no such word
+    keeps the engine's order and scores."""
     if not asked:
         return rows
     whole = len(asked) + 1
     scored = []
     for index, row in enumerate(rows):
-        held = words_held_with(asked, passage_words(row[3], row[5]), reading)
+        held = len(asked) * held_share(words_held_with(asked, passage_words(row[3], row[5]), reading), asked)
         title = (about or {}).get(row[2], ("",))[0]
-        in_title = words_held_with(asked, passage_words("", title), reading) if title else 0
+        in_title = len(asked) * held_share(words_held_with(asked, passage_words("", title), reading), asked)
         scored.append(((held + (in_title + row[1]) / whole) / whole, index, row))
     scored.sort(key=lambda item: (-item[0], item[1]))
     return [(row[0], round(value, 6), *row[2:]) for value, _, row in scored]

@@ -97,13 +97,12 @@ def expanded(question: str, reading: Reading) -> str:
     return " ".join([question, *reading.extra]) if reading.extra else question
 
 
-def words_held_with(asked: Sequence[str], stems: AbstractSet[str], reading: Reading) -> int:
-    """How many of the words ``asked`` a text of ``stems`` holds (:func:`agents.passages.held_in`), a word counting as
-    held when the text holds another term of a group one of the question's terms covering it is in."""
-    held = 0
-    for word in asked:
-        if held_in([word], stems) or any(
-            held_in(list(words), stems) == len(words) for words in reading.alternatives.get(word, ())
-        ):
-            held += 1
-    return held
+def words_held_with(asked: Sequence[str], stems: AbstractSet[str], reading: Reading) -> list[str]:
+    """The words of ``asked`` a text of ``stems`` holds (:func:`agents.passages.held_in`), in order, a word counting
+    as held when the text holds another term of a group one of the question's terms covering it is in."""
+    return [
+        word
+        for word in asked
+        if held_in([word], stems)
+        or any(held_in(list(words), stems) == len(words) for words in reading.alternatives.get(word, ()))
+    ]

@@ -3,8 +3,12 @@ the offline model quotes."""
 
 from __future__ import annotations
 
+import pytest
+
+from agents.knowledge_settings import DEFAULT_MIN_SCORE
 from agents.passages import (
     NotedPassage,
+    asked_words,
     asks_what_follows,
     content_words,
     coverage,
@@ -17,6 +21,7 @@ from agents.passages import (
     wishes_to_act,
     words_held,
 )
+from agents.word_frequency import LEAST_WEIGHT, word_weight
 
 PASSAGE = (
     "Orders placed before 2 pm ship the same working day. Standard delivery takes three to five working days; "
@@ -35,10 +40,40 @@ def test_a_note_reads_back_as_the_passages_it_holds_and_a_document_cannot_close_
 
 
 def test_coverage_is_the_share_of_the_questions_content_words_the_passage_holds_accents_and_endings_aside():
-    assert coverage("How long does express delivery take?", PASSAGE) == 0.75  # express, delivery, take(s); not long
+    express = ("express", "delivery", "take")  # take(s) held; long, a word any text holds, is not
+    assert coverage("How long does express delivery take?", PASSAGE) == pytest.approx(
+        sum(map(word_weight, express)) / sum(map(word_weight, ("long", *express)))
+    )
+    assert words_held("How long does express delivery take?", PASSAGE) == (3, 4)
     assert coverage("Qual o prazo para devolução?", "O prazo de devolucao é de 30 dias.") == 1.0
-    assert coverage("Do you sell gift cards?", PASSAGE) == 1 / 3  # gift; not sell, cards
+    assert words_held("Do you sell gift cards?", PASSAGE) == (1, 3)  # gift; not sell, cards
+    assert 0 < coverage("Do you sell gift cards?", PASSAGE) < 0.5
     assert coverage("ok?", PASSAGE) == 0.0
+
+
+def test_a_word_weighs_less_the_more_general_language_uses_it_in_any_of_the_three_languages_accents_aside():
+    assert word_weight("roaming") == word_weight("vencimento") == word_weight("petr4") == 1.0  # rare, or unknown
+    assert word_weight("nao") == word_weight("voce") == LEAST_WEIGHT  # "não", "você": the lists' accents folded
+    assert LEAST_WEIGHT < word_weight("going") < word_weight("internet") < 1.0
+    assert word_weight("hace") < 0.5  # a common Spanish word, whatever the conversation's language
+
+
+def test_a_questions_general_words_do_not_count_against_a_passage_that_holds_its_subject():
+    passage = "To use your line abroad, turn on roaming in the app. Roaming works in Portugal and Spain."
+    question = "going to Portugal next month, can I use roaming?"
+
+    assert asked_words(question) == ["going", "portugal", "next", "month", "roaming"]
+    assert words_held(question, passage) == (2, 5)  # two words of five: below the bar, counted alike
+    assert coverage(question, passage) >= DEFAULT_MIN_SCORE  # going, next and month weigh little
+
+
+def test_an_unanswerable_question_whose_subject_is_missing_is_still_refused():
+    bill = "Envie a palavra FATURA por SMS para receber a segunda via da fatura da sua linha no seu celular."
+    question = "roubaram meu celular, como bloqueio a linha?"  # stolen, block: what no passage speaks of
+
+    assert words_held(question, bill) == (2, 4)  # celular and linha: half the words, at the bar counted alike
+    assert coverage(question, bill) < DEFAULT_MIN_SCORE
+    assert coverage("vcs vendem celular parcelado na fatura?", bill) < DEFAULT_MIN_SCORE
 
 
 def test_a_word_a_passage_writes_with_a_hyphen_is_held_by_a_question_that_writes_it_joined():

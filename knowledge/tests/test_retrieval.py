@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from agents.knowledge_settings import DEFAULT_MIN_SCORE
-from agents.passages import asked_words, words_held
+from agents.passages import asked_words, coverage, words_held
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import knowledge_profiles, knowledge_retrieve
 from knowledge.services import document_ingest
@@ -159,8 +159,8 @@ def test_a_passages_words_are_read_once_whatever_questions_find_it(help_centre, 
         (p.relevance, p.held, p.asked) for p in first.considered
     ]
     assert [(p.relevance, p.held) for p in first.considered] == [
-        (round(held / asked, 6), held)
-        for held, asked in (words_held(questions[0], f"{p.hit.heading}\n{p.hit.text}") for p in first.considered)
+        (round(coverage(questions[0], text), 6), words_held(questions[0], text)[0])
+        for text in (f"{p.hit.heading}\n{p.hit.text}" for p in first.considered)
     ]
 
 
@@ -179,7 +179,7 @@ def test_a_passage_that_shares_one_word_of_a_question_of_several_is_not_used_how
     answers = retrieve(help_centre, "en", "Express delivery?")
     one_word = retrieve(help_centre, "pt", "Parcelamento?")
 
-    assert shares_a_word.considered[0].relevance == 0.5 and not shares_a_word.used
+    assert (shares_a_word.considered[0].held, shares_a_word.considered[0].asked) == (1, 2) and not shares_a_word.used
     assert answers.used[0].hit.heading == "Delivery › Delivery times"
     assert one_word.used[0].hit.heading == "Pagamentos › Parcelamento"
 
@@ -217,16 +217,17 @@ def test_another_language_holding_more_but_not_all_of_the_question_does_not_disp
     profile = AgentProfileFactory(agent_id="broker", language="pt")
     source = KnowledgeSource.objects.create(profile=profile, name="Help centre", language="pt")
     articles = {
-        ("pt", "alertas.md"): "# Alertas de preço\n\nPara receber um alerta, diga ao assistente o código da ação.\n",
-        ("es", "alertas.md"): "# Alertas de precio\n\nPara recibir una alerta cuando PETR4 llegue a subir, dile al "
-        "asistente el código.\n",
+        ("pt", "alertas.md"): "# Alertas de preço\n\nPara receber um alerta quando a ação subir, diga ao assistente o "
+        "código da ação.\n",
+        ("es", "alertas.md"): "# Alertas de precio\n\nPara recibir una alerta en el celular cuando PETR4 llegue a "
+        "subir, dile al asistente el código.\n",
     }
     for (language, file_name), text in articles.items():
         document_ingest(source=source, file_name=f"{language}-{file_name}", data=text.encode(), language=language)
 
-    found = retrieve(profile, "pt", "posso receber alerta quando a PETR4 subir?")  # receber, alerta of four in pt
+    found = retrieve(profile, "pt", "posso receber alerta no celular quando a PETR4 subir?")  # 3 of 5 in pt, 4 in es
 
-    assert [(p.hit.language, p.held, p.asked) for p in found.considered] == [("pt", 2, 4)]
+    assert [(p.hit.language, p.held, p.asked) for p in found.considered] == [("pt", 3, 5)]
     assert [p.hit.language for p in found.used] == ["pt"]
 
 
@@ -241,9 +242,9 @@ def test_a_search_reads_its_questions_words_once_for_the_bar_whatever_languages_
 
     assert read == [question]
     assert elsewhere.used and elsewhere.used[0].hit.heading == "Delivery › Delivery times"
+    texts = [f"{p.hit.heading}\n{p.hit.text}" for p in elsewhere.considered]
     assert [(p.relevance, p.held, p.asked) for p in elsewhere.considered] == [
-        (round(held / asked, 6), held, asked)
-        for held, asked in (words_held(question, f"{p.hit.heading}\n{p.hit.text}") for p in elsewhere.considered)
+        (round(coverage(question, text), 6), *words_held(question, text)) for text in texts
     ]
 
 

@@ -1,0 +1,91 @@
+"""How often a word is used in general Portuguese, English and Spanish: how little it tells of what a question is about.
+
+A question's word that any text may hold ("going", "next", "long", "take", "hace", "quero") is weak evidence that a
+passage answers it: the passage need not repeat it. The relevance bar (:mod:`agents.passages`) weighs each word it
+counts by its frequency in general language, read from `wordfreq <https://pypi.org/project/wordfreq/>`_ (word
+frequencies of many corpora: subtitles, Wikipedia, news, books, the web), on its Zipf scale — the base-10 logarithm
+of the word's uses per billion words: 7 for "the" and "que", 6 for "going" and "dia", 5 for "internet" and "pedido",
+3 for "roaming" and "fatura", 0 for a word it does not know (a name, a code, a misspelling). A word counts at the
+highest of its three languages' frequencies (the bar does not know which language a word is in: "hace" is a common
+Spanish word, whatever the conversation's language), folded as the bar folds words (case and accents aside: the
+lists spell "não", the bar "nao").
+
+The lists are read at the first word weighed, once per process (:func:`_frequencies`: the words of Zipf
+:data:`COUNTED_FROM` or more, about 7,300 folded, 22 ms and 7 MiB), and a word's weight is kept (:func:`word_weight`):
+a process whose profiles hold no knowledge never reads them. They are read from the package's data files with
+``msgpack`` (:func:`_buckets`, wordfreq's ``read_cBpack``), not through ``import wordfreq``, which loads its
+tokenisers (``ftfy``, ``langcodes``, ``regex``): 270 ms and 16 MiB more for every process, the web's and the
+workers', knowledge or not. ``agents/tests/test_word_frequency.py`` holds the reading to wordfreq's own.
+"""
+
+from __future__ import annotations
+
+import gzip
+from functools import lru_cache
+from importlib.util import find_spec
+from pathlib import Path
+
+import msgpack
+
+from common.text import fold
+
+LANGUAGES = ("pt", "en", "es")
+# The Zipf frequency from which a word weighs less than a whole one, and the one from which it weighs the least
+# (:data:`LEAST_WEIGHT`): from 4.5 ("invoice", "portugal", "senha"), below a word a text about the subject repeats,
+# to 6.5 ("going", "quero", "dia" and above), the words any text holds.
+COUNTED_FROM = 4.5
+LEAST_FROM = 6.5
+LEAST_WEIGHT = 0.2
+WEIGHTS_KEPT = 8192  # words whose weight a process keeps
+
+
+def _buckets(language: str) -> list[list[str]]:
+    """wordfreq's "small" list of ``language``: its words in buckets of one centibel each, the most frequent first
+    (bucket i: frequency 10 ** (-i / 100) of the words of the language's texts, Zipf 9 - i / 100). The package's
+    cBpack file, a gzipped msgpack list whose first item is its header, read as wordfreq reads it; a format it does
+    not know is refused (ValueError) rather than misread."""
+    spec = find_spec("wordfreq")  # found, not imported
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("the wordfreq package is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / f"small_{language}.msgpack.gz"
+    with gzip.open(path, "rb") as data:
+        header, *buckets = msgpack.load(data, raw=False)
+    if not isinstance(header, dict) or header.get("format") != "cB" or header.get("version") != 1:
+        raise ValueError(f"unexpected header in {path.name}: {header!r}")
+    return buckets
+
+
+@lru_cache(maxsize=1)
+def _frequencies() -> dict[str, float]:
+    """Each folded word of Zipf frequency :data:`COUNTED_FROM` or more in one of :data:`LANGUAGES`, with its highest
+    Zipf frequency among them (its spellings folded together)."""
+    found: dict[str, float] = {}
+    for language in LANGUAGES:
+        for index, bucket in enumerate(_buckets(language)):
+            zipf = 9 - index / 100
+            if zipf < COUNTED_FROM:
+                break
+            for word in bucket:
+                key = fold(word)
+                if zipf > found.get(key, 0.0):
+                    found[key] = zipf
+    return found
+
+
+def zipf_frequency(word: str) -> float:
+    """``word``'s (folded) Zipf frequency in general language, the highest of :data:`LANGUAGES`'; 0 below
+    :data:`COUNTED_FROM` (rare enough to weigh whole)."""
+    return _frequencies().get(word, 0.0)
+
+
+@lru_cache(maxsize=WEIGHTS_KEPT)
+def word_weight(word: str) -> float:
+    """What ``word`` (folded) weighs as evidence that a text answers a question holding it, in
+    [:data:`LEAST_WEIGHT`, 1]: 1 below Zipf :data:`COUNTED_FROM`, :data:`LEAST_WEIGHT` from :data:`LEAST_FROM`,
+    linear between."""
+    zipf = zipf_frequency(word)
+    if zipf <= COUNTED_FROM:
+        return 1.0
+    if zipf >= LEAST_FROM:
+        return LEAST_WEIGHT
+    return 1.0 - (1.0 - LEAST_WEIGHT) * (zipf - COUNTED_FROM) / (LEAST_FROM - COUNTED_FROM)
