@@ -10,22 +10,17 @@ highest of its three languages' frequencies (the bar does not know which languag
 Spanish word, whatever the conversation's language), folded as the bar folds words (case and accents aside: the
 lists spell "não", the bar "nao").
 
-The lists are read at the first word weighed, once per process (:func:`_frequencies`: the words of Zipf
-:data:`COUNTED_FROM` or more, about 7,300 folded, 22 ms and 7 MiB), and a word's weight is kept (:func:`word_weight`):
-a process whose profiles hold no knowledge never reads them. They are read from the package's data files with
-``msgpack`` (:func:`_buckets`, wordfreq's ``read_cBpack``), not through ``import wordfreq``, which loads its
-tokenisers (``ftfy``, ``langcodes``, ``regex``): 270 ms and 16 MiB more for every process, the web's and the
-workers', knowledge or not. ``agents/tests/test_word_frequency.py`` holds the reading to wordfreq's own.
+The lists are read at the first word weighed, once per process, through wordfreq's public API
+(:func:`_frequencies`: ``get_frequency_dict`` of its "small" lists, the words of Zipf :data:`COUNTED_FROM` or more
+kept, about 7,300 folded), and a word's weight is kept (:func:`word_weight`). wordfreq is imported there, not with
+this module: it loads its tokenisers (``ftfy``, ``langcodes``, ``regex``), about 0.1–0.3 s of CPU and 15 MiB, which
+a process whose profiles hold no knowledge never pays.
 """
 
 from __future__ import annotations
 
-import gzip
+import math
 from functools import lru_cache
-from importlib.util import find_spec
-from pathlib import Path
-
-import msgpack
 
 from common.text import fold
 
@@ -39,36 +34,19 @@ LEAST_WEIGHT = 0.2
 WEIGHTS_KEPT = 8192  # words whose weight a process keeps
 
 
-def _buckets(language: str) -> list[list[str]]:
-    """wordfreq's "small" list of ``language``: its words in buckets of one centibel each, the most frequent first
-    (bucket i: frequency 10 ** (-i / 100) of the words of the language's texts, Zipf 9 - i / 100). The package's
-    cBpack file, a gzipped msgpack list whose first item is its header, read as wordfreq reads it; a format it does
-    not know is refused (ValueError) rather than misread."""
-    spec = find_spec("wordfreq")  # found, not imported
-    if spec is None or not spec.submodule_search_locations:
-        raise ValueError("the wordfreq package is not installed")
-    path = Path(next(iter(spec.submodule_search_locations))) / "data" / f"small_{language}.msgpack.gz"
-    with gzip.open(path, "rb") as data:
-        header, *buckets = msgpack.load(data, raw=False)
-    if not isinstance(header, dict) or header.get("format") != "cB" or header.get("version") != 1:
-        raise ValueError(f"unexpected header in {path.name}: {header!r}")
-    return buckets
-
-
 @lru_cache(maxsize=1)
 def _frequencies() -> dict[str, float]:
     """Each folded word of Zipf frequency :data:`COUNTED_FROM` or more in one of :data:`LANGUAGES`, with its highest
-    Zipf frequency among them (its spellings folded together)."""
+    Zipf frequency among them (its spellings folded together), rounded as ``wordfreq.zipf_frequency`` rounds."""
+    import wordfreq  # here, not at the module's top: its tokenisers' cost falls on processes that weigh words only
+
     found: dict[str, float] = {}
     for language in LANGUAGES:
-        for index, bucket in enumerate(_buckets(language)):
-            zipf = 9 - index / 100
-            if zipf < COUNTED_FROM:
-                break
-            for word in bucket:
-                key = fold(word)
-                if zipf > found.get(key, 0.0):
-                    found[key] = zipf
+        for word, frequency in wordfreq.get_frequency_dict(language, wordlist="small").items():
+            zipf = round(math.log10(frequency) + 9, 2)
+            key = fold(word)
+            if zipf >= COUNTED_FROM and zipf > found.get(key, 0.0):
+                found[key] = zipf
     return found
 
 

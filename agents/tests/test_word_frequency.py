@@ -1,5 +1,5 @@
-"""The general-language frequencies the relevance bar weighs words by, read from wordfreq's data files without
-importing wordfreq: held to what wordfreq itself says of the same words (a canary for a change of its format)."""
+"""The general-language frequencies the relevance bar weighs words by, read through wordfreq's public API when the
+first word is weighed: held to what wordfreq's own ``zipf_frequency`` says of the same words, their spellings folded."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import wordfreq
 
-from agents.word_frequency import COUNTED_FROM, LANGUAGES, _buckets, zipf_frequency
+from agents.word_frequency import COUNTED_FROM, LANGUAGES, zipf_frequency
 from common.text import fold
 
 WORDS = (
@@ -29,9 +29,8 @@ def _spellings() -> dict[str, set[str]]:
     """Each folded word of the three lists, with its spellings there."""
     found: dict[str, set[str]] = {}
     for language in LANGUAGES:
-        for bucket in _buckets(language):
-            for word in bucket:
-                found.setdefault(fold(word), set()).add(word)
+        for word in wordfreq.get_frequency_dict(language, wordlist="small"):
+            found.setdefault(fold(word), set()).add(word)
     return found
 
 
@@ -49,12 +48,14 @@ def test_a_words_frequency_is_wordfreqs_highest_in_the_three_languages_once_fold
         assert zipf_frequency(fold(word)) == 0.0  # rare enough to weigh whole
 
 
-def test_weighing_a_word_does_not_import_wordfreqs_tokenisers():
+def test_wordfreq_and_its_tokenisers_are_loaded_by_the_first_word_weighed_not_by_reading_a_question():
     code = (
-        "import sys; from agents.word_frequency import word_weight; word_weight('going'); "
-        "print(sorted(m for m in ('wordfreq', 'ftfy', 'langcodes') if m in sys.modules))"
+        "import sys; from agents.passages import asked_words, content_words; from agents.word_frequency import "
+        "word_weight; asked_words('going to Portugal next month'); content_words('quero a segunda via'); "
+        "loaded = lambda: sorted(m for m in ('wordfreq', 'ftfy', 'langcodes') if m in sys.modules); "
+        "print(loaded()); word_weight('going'); print(loaded())"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env)
 
-    assert found.stdout.strip() == "[]"
+    assert found.stdout.split("\n")[:2] == ["[]", "['ftfy', 'langcodes', 'wordfreq']"]
