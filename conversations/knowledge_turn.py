@@ -308,7 +308,7 @@ def _row(passage: Considered) -> dict[str, Any]:
         "title": hit.document_title,
         "passage": hit.passage_id,
         "score": passage.relevance,  # what the bar is held to
-        "search_score": hit.score,  # the engine's, which orders the search
+        "search_score": hit.score,  # the search's, which orders the passages (the words held, then the engine)
         "found_by": list(hit.found_by),  # the rankings that found it: lexical, vectors
         **({"cosine": hit.cosine} if hit.cosine is not None else {}),
     }
