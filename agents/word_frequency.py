@@ -11,15 +11,19 @@ Spanish word, whatever the conversation's language), folded as the bar folds wor
 lists spell "não", the bar "nao").
 
 The lists are read at the first word weighed, once per process, through wordfreq's public API
-(:func:`_frequencies`: ``get_frequency_dict`` of its "small" lists, the words of Zipf :data:`COUNTED_FROM` or more
-kept, about 7,300 folded), and a word's weight is kept (:func:`word_weight`). wordfreq is imported there, not with
-this module: it loads its tokenisers (``ftfy``, ``langcodes``, ``regex``), about 0.1–0.3 s of CPU and 15 MiB, which
-a process whose profiles hold no knowledge never pays.
+(``get_frequency_dict`` of its "small" lists, the words of Zipf :data:`COUNTED_FROM` or more kept, about 7,300
+folded), in a child process (:func:`_frequencies`), and a word's weight is kept (:func:`word_weight`). Imported in
+the process itself, wordfreq and its tokenisers (``ftfy``, ``langcodes``, ``regex``) and its cached lists stayed: about
+20 MiB more in every web and Celery worker that answered from knowledge, which took the web worker past its memory
+budget (docs/benchmarks.md, "Memory per process"). The child costs about 0.2 s of CPU once per process; its words
+take about 1 MiB. A process whose profiles hold no knowledge starts none.
 """
 
 from __future__ import annotations
 
-import math
+import json
+import subprocess
+import sys
 from functools import lru_cache
 
 from common.text import fold
@@ -34,18 +38,38 @@ LEAST_WEIGHT = 0.2
 WEIGHTS_KEPT = 8192  # words whose weight a process keeps
 
 
+# What the child process runs: wordfreq's public API, each word of Zipf ``COUNTED_FROM`` or more with its Zipf frequency
+# (rounded as ``wordfreq.zipf_frequency`` rounds), per language, as JSON.
+_LISTS_READ = """
+import json, math, sys
+import wordfreq
+languages, least = json.loads(sys.argv[1]), float(sys.argv[2])
+lists = {}
+for language in languages:
+    zipfs = {w: round(math.log10(f) + 9, 2) for w, f in wordfreq.get_frequency_dict(language, wordlist="small").items()}
+    lists[language] = {w: z for w, z in zipfs.items() if z >= least}
+json.dump(lists, sys.stdout, ensure_ascii=False)
+"""
+LISTS_READ_SECONDS = 60  # a hang guard for the child, never a measure
+
+
 @lru_cache(maxsize=1)
 def _frequencies() -> dict[str, float]:
     """Each folded word of Zipf frequency :data:`COUNTED_FROM` or more in one of :data:`LANGUAGES`, with its highest
-    Zipf frequency among them (its spellings folded together), rounded as ``wordfreq.zipf_frequency`` rounds."""
-    import wordfreq  # here, not at the module's top: its tokenisers' cost falls on processes that weigh words only
-
+    Zipf frequency among them (its spellings folded together), read by a child process (:data:`_LISTS_READ`)."""
+    done = subprocess.run(  # noqa: S603 — this interpreter, a fixed script, arguments of ours
+        [sys.executable, "-c", _LISTS_READ, json.dumps(LANGUAGES), str(COUNTED_FROM)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=True,
+        timeout=LISTS_READ_SECONDS,
+    )
     found: dict[str, float] = {}
-    for language in LANGUAGES:
-        for word, frequency in wordfreq.get_frequency_dict(language, wordlist="small").items():
-            zipf = round(math.log10(frequency) + 9, 2)
+    for words in json.loads(done.stdout).values():
+        for word, zipf in words.items():
             key = fold(word)
-            if zipf >= COUNTED_FROM and zipf > found.get(key, 0.0):
+            if zipf > found.get(key, 0.0):
                 found[key] = zipf
     return found
 

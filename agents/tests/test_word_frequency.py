@@ -1,5 +1,6 @@
-"""The general-language frequencies the relevance bar weighs words by, read through wordfreq's public API when the
-first word is weighed: held to what wordfreq's own ``zipf_frequency`` says of the same words, their spellings folded."""
+"""The general-language frequencies the relevance bar weighs words by, read through wordfreq's public API in a child
+process when the first word is weighed: held to what wordfreq's own ``zipf_frequency`` says of the same words, their
+spellings folded."""
 
 from __future__ import annotations
 
@@ -48,14 +49,15 @@ def test_a_words_frequency_is_wordfreqs_highest_in_the_three_languages_once_fold
         assert zipf_frequency(fold(word)) == 0.0  # rare enough to weigh whole
 
 
-def test_wordfreq_and_its_tokenisers_are_loaded_by_the_first_word_weighed_not_by_reading_a_question():
+def test_weighing_words_never_loads_wordfreq_or_its_tokenisers_into_the_process_that_weighs_them():
     code = (
-        "import sys; from agents.passages import asked_words, content_words; from agents.word_frequency import "
-        "word_weight; asked_words('going to Portugal next month'); content_words('quero a segunda via'); "
-        "loaded = lambda: sorted(m for m in ('wordfreq', 'ftfy', 'langcodes') if m in sys.modules); "
-        "print(loaded()); word_weight('going'); print(loaded())"
+        "import sys; from agents.passages import asked_words; from agents.word_frequency import word_weight; "
+        "asked_words('going to Portugal next month'); print(word_weight('going'), word_weight('roaming')); "
+        "print(sorted(m for m in ('wordfreq', 'ftfy', 'langcodes') if m in sys.modules))"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env)
 
-    assert found.stdout.split("\n")[:2] == ["[]", "['ftfy', 'langcodes', 'wordfreq']"]
+    weights, loaded = found.stdout.split("\n")[:2]
+    assert [float(weight) for weight in weights.split()] == [pytest.approx(0.424), 1.0]  # "going" Zipf 5.94
+    assert loaded == "[]"
