@@ -22,6 +22,7 @@ take about 1 MiB. A process whose profiles hold no knowledge starts none.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from functools import lru_cache
@@ -36,6 +37,8 @@ COUNTED_FROM = 4.5
 LEAST_FROM = 6.5
 LEAST_WEIGHT = 0.2
 WEIGHTS_KEPT = 8192  # words whose weight a process keeps
+
+logger = logging.getLogger(__name__)
 
 
 # What the child process runs: wordfreq's public API, each word of Zipf ``COUNTED_FROM`` or more with its Zipf frequency
@@ -56,17 +59,24 @@ LISTS_READ_SECONDS = 60  # a hang guard for the child, never a measure
 @lru_cache(maxsize=1)
 def _frequencies() -> dict[str, float]:
     """Each folded word of Zipf frequency :data:`COUNTED_FROM` or more in one of :data:`LANGUAGES`, with its highest
-    Zipf frequency among them (its spellings folded together), read by a child process (:data:`_LISTS_READ`)."""
-    done = subprocess.run(  # noqa: S603 — this interpreter, a fixed script, arguments of ours
-        [sys.executable, "-c", _LISTS_READ, json.dumps(LANGUAGES), str(COUNTED_FROM)],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        check=True,
-        timeout=LISTS_READ_SECONDS,
-    )
+    Zipf frequency among them (its spellings folded together), read by a child process (:data:`_LISTS_READ`). A child
+    that cannot run or answer leaves none, logged: every word then weighs whole, as the bar counted before the
+    weights, rather than a customer's turn failing."""
+    try:
+        done = subprocess.run(  # noqa: S603 — this interpreter, a fixed script, arguments of ours
+            [sys.executable, "-c", _LISTS_READ, json.dumps(LANGUAGES), str(COUNTED_FROM)],
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            check=True,
+            timeout=LISTS_READ_SECONDS,
+        )
+        lists = json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as error:
+        logger.warning("the word frequency lists could not be read (%s): every word weighs whole", error)
+        return {}
     found: dict[str, float] = {}
-    for words in json.loads(done.stdout).values():
+    for words in lists.values():
         for word, zipf in words.items():
             key = fold(word)
             if zipf > found.get(key, 0.0):

@@ -61,3 +61,17 @@ def test_weighing_words_never_loads_wordfreq_or_its_tokenisers_into_the_process_
     weights, loaded = found.stdout.split("\n")[:2]
     assert [float(weight) for weight in weights.split()] == [pytest.approx(0.424), 1.0]  # "going" Zipf 5.94
     assert loaded == "[]"
+
+
+def test_a_child_that_cannot_read_the_lists_leaves_every_word_weighing_whole_and_says_so(monkeypatch, caplog):
+    from agents import word_frequency
+
+    monkeypatch.setattr(word_frequency.sys, "executable", str(ROOT / "no-such-python"))
+    word_frequency._frequencies.cache_clear()
+    word_frequency.word_weight.cache_clear()
+    try:
+        assert word_frequency.word_weight("going") == 1.0
+        assert "could not be read" in caplog.text
+    finally:
+        word_frequency._frequencies.cache_clear()
+        word_frequency.word_weight.cache_clear()
