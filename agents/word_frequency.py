@@ -12,7 +12,7 @@ lists spell "não", the bar "nao").
 
 The lists are read at the first word weighed, once per process, through wordfreq's public API
 (``get_frequency_dict`` of its "small" lists, the words of Zipf :data:`COUNTED_FROM` or more kept, about 7,300
-folded), in a child process (:func:`_frequencies`), and a word's weight is kept (:func:`word_weight`). Imported in
+folded), in a child process (:class:`_Lists`); a word's weight is read from them (:func:`word_weight`). Imported in
 the process itself, wordfreq and its tokenisers (``ftfy``, ``langcodes``, ``regex``) and its cached lists stayed: about
 20 MiB more in every web and Celery worker that answered from knowledge, which took the web worker past its memory
 budget (docs/benchmarks.md, "Memory per process"). The child costs about 0.2 s of CPU once per process; its words
@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import subprocess
 import sys
-from functools import lru_cache
+import threading
+import time
 
 from common.text import fold
 
@@ -36,7 +38,6 @@ LANGUAGES = ("pt", "en", "es")
 COUNTED_FROM = 4.5
 LEAST_FROM = 6.5
 LEAST_WEIGHT = 0.2
-WEIGHTS_KEPT = 8192  # words whose weight a process keeps
 
 logger = logging.getLogger(__name__)
 
@@ -54,29 +55,22 @@ for language in languages:
 json.dump(lists, sys.stdout, ensure_ascii=False)
 """
 LISTS_READ_SECONDS = 60  # a hang guard for the child, never a measure
+RETRY_SECONDS = 300  # after a child failed, how long every word weighs whole before the lists are read again
 
 
-@lru_cache(maxsize=1)
-def _frequencies() -> dict[str, float]:
+def _lists_read() -> dict[str, float]:
     """Each folded word of Zipf frequency :data:`COUNTED_FROM` or more in one of :data:`LANGUAGES`, with its highest
-    Zipf frequency among them (its spellings folded together), read by a child process (:data:`_LISTS_READ`). A child
-    that cannot run or answer leaves none, logged: every word then weighs whole, as the bar counted before the
-    weights, rather than a customer's turn failing."""
-    try:
-        done = subprocess.run(  # noqa: S603 — this interpreter, a fixed script, arguments of ours
-            [sys.executable, "-c", _LISTS_READ, json.dumps(LANGUAGES), str(COUNTED_FROM)],
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            check=True,
-            timeout=LISTS_READ_SECONDS,
-        )
-        lists = json.loads(done.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError) as error:
-        logger.warning("the word frequency lists could not be read (%s): every word weighs whole", error)
-        return {}
+    Zipf frequency among them (its spellings folded together), read by a child process (:data:`_LISTS_READ`)."""
+    done = subprocess.run(  # noqa: S603 — this interpreter, a fixed script, arguments of ours
+        [sys.executable, "-c", _LISTS_READ, json.dumps(LANGUAGES), str(COUNTED_FROM)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=True,
+        timeout=LISTS_READ_SECONDS,
+    )
     found: dict[str, float] = {}
-    for words in lists.values():
+    for words in json.loads(done.stdout).values():
         for word, zipf in words.items():
             key = fold(word)
             if zipf > found.get(key, 0.0):
@@ -84,13 +78,42 @@ def _frequencies() -> dict[str, float]:
     return found
 
 
+class _Lists:
+    """The process's frequencies (:func:`_lists_read`), read at the first word weighed. A child that cannot run or
+    answer leaves none, logged: every word then weighs whole, as the bar counted before the weights, rather than a
+    customer's turn failing — for :data:`RETRY_SECONDS`, after which the next word weighed tries again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._words: dict[str, float] | None = None
+        self._failed_at = -math.inf
+
+    def words(self) -> dict[str, float]:
+        if self._words is not None:
+            return self._words
+        with self._lock:
+            if self._words is None and time.monotonic() - self._failed_at >= RETRY_SECONDS:
+                try:
+                    self._words = _lists_read()
+                except (OSError, subprocess.SubprocessError, ValueError) as error:
+                    self._failed_at = time.monotonic()
+                    logger.warning(
+                        "the word frequency lists could not be read (%s): every word weighs whole for %d s",
+                        error,
+                        RETRY_SECONDS,
+                    )
+        return self._words or {}
+
+
+_LISTS = _Lists()
+
+
 def zipf_frequency(word: str) -> float:
     """``word``'s (folded) Zipf frequency in general language, the highest of :data:`LANGUAGES`'; 0 below
     :data:`COUNTED_FROM` (rare enough to weigh whole)."""
-    return _frequencies().get(word, 0.0)
+    return _LISTS.words().get(word, 0.0)
 
 
-@lru_cache(maxsize=WEIGHTS_KEPT)
 def word_weight(word: str) -> float:
     """What ``word`` (folded) weighs as evidence that a text answers a question holding it, in
     [:data:`LEAST_WEIGHT`, 1]: 1 below Zipf :data:`COUNTED_FROM`, :data:`LEAST_WEIGHT` from :data:`LEAST_FROM`,

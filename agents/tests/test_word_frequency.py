@@ -63,15 +63,30 @@ def test_weighing_words_never_loads_wordfreq_or_its_tokenisers_into_the_process_
     assert loaded == "[]"
 
 
-def test_a_child_that_cannot_read_the_lists_leaves_every_word_weighing_whole_and_says_so(monkeypatch, caplog):
+@pytest.fixture
+def lists_unread(monkeypatch):
+    """The process's frequencies not read yet (its own lists are back after the test)."""
     from agents import word_frequency
 
-    monkeypatch.setattr(word_frequency.sys, "executable", str(ROOT / "no-such-python"))
-    word_frequency._frequencies.cache_clear()
-    word_frequency.word_weight.cache_clear()
-    try:
-        assert word_frequency.word_weight("going") == 1.0
-        assert "could not be read" in caplog.text
-    finally:
-        word_frequency._frequencies.cache_clear()
-        word_frequency.word_weight.cache_clear()
+    monkeypatch.setattr(word_frequency, "_LISTS", word_frequency._Lists())
+    return word_frequency
+
+
+def test_a_child_that_cannot_read_the_lists_leaves_every_word_weighing_whole_and_says_so(
+    lists_unread, monkeypatch, caplog
+):
+    monkeypatch.setattr(lists_unread.sys, "executable", str(ROOT / "no-such-python"))
+
+    assert lists_unread.word_weight("going") == 1.0
+    assert "could not be read" in caplog.text
+
+
+def test_after_a_failed_read_the_lists_are_read_again_once_the_pause_has_passed(lists_unread, monkeypatch):
+    python = lists_unread.sys.executable
+    monkeypatch.setattr(lists_unread.sys, "executable", str(ROOT / "no-such-python"))
+    assert lists_unread.word_weight("going") == 1.0
+    monkeypatch.setattr(lists_unread.sys, "executable", python)
+
+    assert lists_unread.zipf_frequency("going") == 0.0  # within the pause: not tried again
+    monkeypatch.setattr(lists_unread, "RETRY_SECONDS", 0)
+    assert lists_unread.word_weight("going") == pytest.approx(0.424)  # "going" Zipf 5.94
