@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
@@ -154,22 +155,20 @@ def knowledge_retrieve(
 
 DOCUMENT_PAGE = "admin:knowledge_knowledgedocument_change"
 _PAGE_ID = "DOCUMENT_ID"  # stands for the id while the page's path is reversed: letters the path keeps as they are
-# The document page's path around its id, by what ``reverse`` reads besides the id: the URLconf's resolver, the
-# script prefix and the language. A few entries in a process; emptied if URLconfs come and go (tests) past the bound.
-_document_pages: dict[tuple[Any, str, str | None], tuple[str, str]] = {}
-_DOCUMENT_PAGES_MAX = 64
+
+
+@lru_cache(maxsize=64)  # a few entries in a process: URLconfs, script prefixes and languages (tests make more)
+def _document_page(resolver: Any, script_prefix: str, language: str | None) -> tuple[str, str]:
+    """The document page's path around its id, for what ``reverse`` reads besides the id: the URLconf's resolver, the
+    script prefix and the language."""
+    head, found, tail = reverse(DOCUMENT_PAGE, args=[_PAGE_ID]).partition(_PAGE_ID)
+    assert found, "the document page's path keeps its id as given"
+    return head, tail
 
 
 def document_link(document_id: int) -> str:
     """The admin's page of a document (its passages), which a citation links to: ``reverse``'s path, the same for
     every id but the id, resolved once per URLconf, script prefix and language (a resolver's walk cost a cited answer
     about 25 µs a citation) and the id written into it, as ``reverse`` writes a number."""
-    key = (get_resolver(get_urlconf()), get_script_prefix(), get_language())
-    page = _document_pages.get(key)
-    if page is None:
-        head, found, tail = reverse(DOCUMENT_PAGE, args=[_PAGE_ID]).partition(_PAGE_ID)
-        assert found, "the document page's path keeps its id as given"
-        if len(_document_pages) >= _DOCUMENT_PAGES_MAX:
-            _document_pages.clear()
-        page = _document_pages[key] = (head, tail)
-    return f"{page[0]}{int(document_id)}{page[1]}"
+    head, tail = _document_page(get_resolver(get_urlconf()), get_script_prefix(), get_language())
+    return f"{head}{int(document_id)}{tail}"

@@ -271,9 +271,10 @@ def test_a_citations_link_resolves_the_documents_page_once_for_every_document(mo
 
     calls: list[object] = []
     monkeypatch.setattr(retrieval, "reverse", lambda *a, **k: calls.append(a) or django.urls.reverse(*a, **k))
-    monkeypatch.setattr(retrieval, "_document_pages", {})
+    retrieval._document_page.cache_clear()
 
     links = [retrieval.document_link(document_id) for document_id in (3, 4, 5, 3)]
+    retrieval._document_page.cache_clear()  # the pages resolved by the replaced reverse are not kept
 
     assert len(calls) == 1
     assert links == [django.urls.reverse(retrieval.DOCUMENT_PAGE, args=[document_id]) for document_id in (3, 4, 5, 3)]
