@@ -4,6 +4,8 @@ asked at a turn, and what the customer got.
     PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py [--bar B] [--relevance search|coverage|idf]
         [--questions PATH] [--list]
     PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py --turns [--questions PATH [--articles DIR]] [--list]
+    KNOWLEDGE_EMBEDDINGS_BASE_URL=… KNOWLEDGE_EMBEDDINGS_MODEL=… PYTHONPATH=. .venv/bin/python \
+        bench/knowledge_accuracy.py [--turns | --relevance turn] --vectors BAR [BAR …] [--cosines]
 
 (Figures in docs/benchmarks.md; the targets: the right article cited first for ≥ 90 % of the answerable questions,
 "I don't know" for ≥ 95 % of the unanswerable ones.)
@@ -43,6 +45,14 @@ profile, and with ``--list`` each miss with where it went: the answering special
 searched (``metadata.knowledge``), the MCP tools called, the article cited. ``--questions`` with ``--articles DIR``
 asks a help centre of one's own: ``DIR``'s ``pt``, ``en`` and ``es`` folders imported into the questions' profile
 beside the demo's (:func:`articles_import`), as ``bench/unseen/knowledge/README.md`` imports the held-out one.
+
+``--vectors BAR …`` searches with vectors too (docs/knowledge.md, "Vectors"): the questions' profiles get
+``vectors: true``, their passages embedded by the endpoint of ``KNOWLEDGE_EMBEDDINGS_*`` (``bench/embeddings_server.py``
+serves one here), and the figures are given once per ``vector_min_score`` of the list — at a turn, the profiles
+published with each bar in turn and every question asked again (:func:`vectors_on`); with ``--relevance turn``, the
+turn's retrieval run at the words' bar with each cosine bar. ``--cosines`` prints, per language, how the best cosine
+of a question's language's passages spreads over the answerable questions and over the unanswerable ones
+(:func:`best_cosines`): whether a cosine bar can tell them apart.
 """
 
 from __future__ import annotations
@@ -140,12 +150,18 @@ def accuracy(questions: Sequence[Question], answers: Sequence[Answer], *, bar: f
 
 
 def turn_retrieval_answers(
-    questions: Iterable[Question], *, profiles: dict[str, Any], bar: float, limit: int = 5
+    questions: Iterable[Question],
+    *,
+    profiles: dict[str, Any],
+    bar: float,
+    limit: int = 5,
+    vector_bar: float | None = None,
 ) -> list[Answer]:
     """Each question retrieved as a run offered no MCP tool retrieves it (:func:`knowledge.public.knowledge_retrieve`
     at ``bar``: the question's language, then every language; the relevance bar's share of the question's words and
-    two of them held): the articles of the passages it uses, most relevant first, each scored 1 (the bar is the
-    retrieval's own); none when nothing reaches the bar."""
+    two of them held; ``vector_bar``: with vectors, a passage the vectors ranked at that cosine used too): the articles
+    of the passages it uses, most relevant first, each scored 1 (the bar is the retrieval's own); none when nothing
+    reaches the bar."""
     from knowledge.public import knowledge_retrieve
 
     out = []
@@ -158,6 +174,7 @@ def turn_retrieval_answers(
             tags=(),
             min_score=bar,
             limit=limit,
+            vector_bar=vector_bar,
         )
         out.append(Answer(tuple((passage.hit.file_name, 1.0) for passage in found.used)))
     return out
@@ -290,10 +307,12 @@ class TurnSeen:
         return f"{self.agent} ({self.intent or 'no intent'}), {searched}, {tools}"
 
 
-def turn_answers(questions: Iterable[Question], *, client: Any) -> list[tuple[Answer, TurnSeen]]:
+def turn_answers(
+    questions: Iterable[Question], *, client: Any, sessions: str = "kbench"
+) -> list[tuple[Answer, TurnSeen]]:
     """Each question sent through the gateway as a customer's first message to its profile (``client``: an API
-    client holding a key of the demo's tenant): the articles its answer cites, in the answer's order, each with its
-    relevance, and where it went."""
+    client holding a key of the demo's tenant; ``sessions``: the sessions' prefix, one session a question): the
+    articles its answer cites, in the answer's order, each with its relevance, and where it went."""
     from knowledge.models import KnowledgeDocument
     from releases.evals.checks import answer_framing, grounding
     from releases.evals.run import cited_passages
@@ -308,7 +327,7 @@ def turn_answers(questions: Iterable[Question], *, client: Any) -> list[tuple[An
             {
                 "channel": "api",
                 "agent_id": question.profile,
-                "payload": {"text": question.text, "session_id": f"kbench-{number}"},
+                "payload": {"text": question.text, "session_id": f"{sessions}-{number}"},
             },
             format="json",
         )
@@ -384,6 +403,92 @@ def turn_misses(questions: Sequence[Question], seen: Sequence[tuple[Answer, Turn
     return lines
 
 
+def vectors_on(profile: Any, *, bar: float) -> None:
+    """``profile``'s draft searching with vectors, a passage only they found used at a cosine of ``bar``
+    (``vector_min_score``), and its documents not embedded by the configured model embedded. Raises ``SystemExit``
+    when no endpoint is configured or a document could not be embedded."""
+    from knowledge.vectors import embedding_model, profile_embed
+
+    if not embedding_model():
+        raise SystemExit("--vectors: no embeddings endpoint (KNOWLEDGE_EMBEDDINGS_BASE_URL and _MODEL).")
+    profile.knowledge = {**(profile.knowledge or {}), "vectors": True, "vector_min_score": bar}
+    profile.save(update_fields=["knowledge"])
+    _, failed = profile_embed(profile.pk)
+    if failed:
+        raise SystemExit(f"--vectors: {failed} documents of {profile.agent_id} could not be embedded (see the log).")
+
+
+def best_cosines(questions: Sequence[Question], *, profiles: dict[str, Any]) -> list[tuple[float, str]]:
+    """Each question's best cosine among the passages of its profile in its language (embedded by the configured
+    model), and the article of that passage."""
+    import numpy as np
+
+    from common.embeddings import KNOWLEDGE, embeddings_vectoriser
+    from knowledge.models import KnowledgePassage
+    from knowledge.vectors import embedding_model
+
+    vectoriser = embeddings_vectoriser(KNOWLEDGE)
+    assert vectoriser is not None  # vectors_on said so
+    matrices: dict[tuple[str, str], tuple[Any, list[str]]] = {}
+    out = []
+    for question in questions:
+        key = (question.profile, question.lang)
+        if key not in matrices:
+            rows = KnowledgePassage.objects.filter(
+                document__source__profile=profiles[question.profile],
+                document__language=question.lang,
+                document__embedding_model=embedding_model(),
+                embedding__isnull=False,
+            ).values_list("embedding", "document__file_name")
+            matrices[key] = (
+                np.stack([np.frombuffer(bytes(vector or b""), dtype=np.float32) for vector, _ in rows]),
+                [name for _, name in rows],
+            )
+        matrix, articles = matrices[key]
+        cosines = matrix @ vectoriser.vector(question.text)
+        best = int(cosines.argmax())
+        out.append((float(cosines[best]), articles[best]))
+    return out
+
+
+def cosines_report(
+    questions: Sequence[Question], best: Sequence[tuple[float, str]], *, write: Callable[[str], None]
+) -> None:
+    """Per language asked, the spread of the best cosine (:func:`best_cosines`) over the answerable questions and over
+    the unanswerable ones, how often the best passage is of the answerable one's article, and at each hundredth
+    between the lowest and the highest the share of each side at or above it."""
+    import math
+
+    import numpy as np
+
+    write("Best cosine in the question's language (min / p10 / p25 / median / p75 / p90 / max):")
+    sides: dict[str, tuple[list[float], list[float]]] = {}
+    for language in (*LANGUAGES, "all"):
+        asked = [(q, b) for q, b in zip(questions, best, strict=True) if language in ("all", q.lang)]
+        if not asked:
+            continue
+        answerable = [cosine for q, (cosine, _) in asked if q.article]
+        unanswerable = [cosine for q, (cosine, _) in asked if not q.article]
+        right = sum(name == q.article for q, (_, name) in asked if q.article)
+        sides[language] = (answerable, unanswerable)
+        for title, values in (("answerable", answerable), ("unanswerable", unanswerable)):
+            quantiles = np.quantile(values, (0, 0.1, 0.25, 0.5, 0.75, 0.9, 1)) if values else ()
+            write(f"  {language:4} {title:12} ({len(values):3}): {' / '.join(f'{v:.3f}' for v in quantiles)}")
+        write(
+            f"  {language:4} the best passage of the answerable one's article: {Figures.share(right, len(answerable))}"
+        )
+    cosines = [cosine for cosine, _ in best]
+    write("Answerable / unanswerable questions whose best cosine reaches the bar:")
+    write("bar    " + "  ".join(f"{name:>17}" for name in sides))
+    for hundredths in range(math.floor(min(cosines, default=0) * 100), math.ceil(max(cosines, default=0) * 100) + 1):
+        at = hundredths / 100
+        cells = [
+            f"{Figures.share(sum(c >= at for c in a), len(a))} / {Figures.share(sum(c >= at for c in u), len(u))}"
+            for a, u in sides.values()
+        ]
+        write(f"{at:<5.2f}  " + "  ".join(f"{cell:>17}" for cell in cells))
+
+
 def articles_import(folder: Path, *, profile: str) -> None:
     """A help centre of one's own into the demo's ``profile``, beside its own, as docs/knowledge.md says a business
     imports one: each language folder of ``folder`` (``pt``, ``en``, ``es``) with ``manage.py import_knowledge`` into
@@ -413,26 +518,51 @@ def articles_import(folder: Path, *, profile: str) -> None:
     version_publish(profile=AgentProfile.objects.get(agent_id=profile), note="the bench's imported help centre")
 
 
-def _turns_main(questions: list[Question], *, listed: bool, articles: Path | None = None) -> int:
+def _turns_main(
+    questions: list[Question],
+    *,
+    listed: bool,
+    articles: Path | None = None,
+    vectors: Sequence[float] = (),
+    cosines: bool = False,
+) -> int:
     from django.db import connection
 
     from bench.conversation_accuracy import demo_running
 
     os.environ.setdefault("OUTBOUND_ALLOWED", "127.0.0.0/8")  # the demo's MCP servers listen on loopback
     _setup_django(migrate=False)
+    from agents.models import AgentProfile
+    from releases.versions import version_publish
+
     for name in ("httpx", "httpx2"):  # a line per MCP call otherwise
         logging.getLogger(name).setLevel(logging.WARNING)
+    agent_ids = sorted({question.profile for question in questions})
+    passes: list[tuple[str, list[tuple[Answer, TurnSeen]]]] = []
     with demo_running() as client:
         if articles is not None:
-            for profile in sorted({question.profile for question in questions}):
-                articles_import(articles, profile=profile)
-        seen = turn_answers(questions, client=client)
-    print(f"{len(questions)} questions, {connection.vendor}, at a turn (POST /api/gateway/message, offline model).")
-    print()
-    turn_report(questions, seen, write=print)
-    if listed:
-        print("Missed:")
-        print("\n".join(turn_misses(questions, seen)))
+            for agent_id in agent_ids:
+                articles_import(articles, profile=agent_id)
+        profiles = {agent_id: AgentProfile.objects.get(agent_id=agent_id) for agent_id in agent_ids}
+        for number, bar in enumerate(vectors or [None]):
+            if bar is not None:
+                for profile in profiles.values():
+                    vectors_on(profile, bar=bar)
+                    version_publish(profile=profile, note=f"the bench's vectors at {bar}")
+            title = "words alone" if bar is None else f"vectors, vector_min_score {bar}"
+            passes.append((title, turn_answers(questions, client=client, sessions=f"kbench{number}")))
+        best = best_cosines(questions, profiles=profiles) if cosines and vectors else None
+    for title, seen in passes:
+        print(f"{len(questions)} questions, {connection.vendor}, at a turn (POST /api/gateway/message, offline model),")
+        print(f"{title}.")
+        print()
+        turn_report(questions, seen, write=print)
+        if listed:
+            print("Missed:")
+            print("\n".join(turn_misses(questions, seen)))
+            print()
+    if best is not None:
+        cosines_report(questions, best, write=print)
     return 0
 
 
@@ -471,10 +601,26 @@ def main(argv: list[str] | None = None) -> int:
         " for the search alone, imported with import_knowledge and published with --turns (the held-out help centre:"
         " bench/unseen/knowledge/articles with --questions bench/unseen/knowledge/questions.yaml).",
     )
+    parser.add_argument(
+        "--vectors",
+        type=float,
+        nargs="+",
+        default=[],
+        metavar="BAR",
+        help="Search with vectors too (the endpoint of KNOWLEDGE_EMBEDDINGS_*), a passage only they found used at each"
+        " of these cosines in turn (vector_min_score): at a turn, or with --relevance turn.",
+    )
+    parser.add_argument(
+        "--cosines", action="store_true", help="With --vectors: the best cosines of answerable and unanswerable ones."
+    )
     args = parser.parse_args(argv)
     questions = questions_load(args.questions)
+    if args.vectors and not args.turns and args.relevance != "turn":
+        parser.error("--vectors needs --turns or --relevance turn.")
     if args.turns:
-        return _turns_main(questions, listed=args.list, articles=args.articles)
+        return _turns_main(
+            questions, listed=args.list, articles=args.articles, vectors=args.vectors, cosines=args.cosines
+        )
     _setup_django()
     from django.db import connection
 
@@ -489,13 +635,21 @@ def main(argv: list[str] | None = None) -> int:
             help_centre_load(profile=profile, folder=help_centre_folder(name))
             if args.articles:
                 help_centre_load(profile=profile, folder=args.articles)
+            if args.vectors:
+                vectors_on(profile, bar=args.vectors[0])
             profiles[name] = profile
         searched = "search" if args.relevance == "turn" else args.relevance
         answers = retrieval_answers(questions, profiles=profiles, relevance=searched)
         cited: dict[float, list[Answer]] = {}
+        by_vector_bar: dict[float, list[Answer]] = {}
         if args.relevance == "turn":
             for at in sorted({*SWEEP, args.bar}):
                 cited[at] = turn_retrieval_answers(questions, profiles=profiles, bar=at)
+            for vector_bar in args.vectors:
+                by_vector_bar[vector_bar] = turn_retrieval_answers(
+                    questions, profiles=profiles, bar=args.bar, vector_bar=vector_bar
+                )
+        best = best_cosines(questions, profiles=profiles) if args.cosines and args.vectors else None
     finally:
         AgentProfile.objects.filter(pk__in=[p.pk for p in profiles.values()]).delete()  # type: ignore[attr-defined]
     print(
@@ -504,6 +658,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     report(questions, answers, bar=args.bar, write=print, at_bar=cited.__getitem__ if cited else None)
+    if by_vector_bar:
+        print()
+        print(f"With vectors, at the bar {args.bar} (cited right / refused), per cosine bar:")
+        print("cosine " + "  ".join(f"{name:>17}" for name in (*LANGUAGES, "all")))
+        for vector_bar, at_vector_bar in by_vector_bar.items():
+            cells = []
+            for language in (*LANGUAGES, "all"):
+                indexes = [i for i, q in enumerate(questions) if language in ("all", q.lang)]
+                f = accuracy([questions[i] for i in indexes], [at_vector_bar[i] for i in indexes], bar=-1.0)
+                cells.append(f"{f.share(f.cited, f.answerable)} / {f.share(f.refused, f.unanswerable)}")
+            print(f"{vector_bar:<5}  " + "  ".join(f"{cell:>17}" for cell in cells))
+    if best is not None:
+        print()
+        cosines_report(questions, best, write=print)
     if args.list:
         print()
         print(f"Missed at the bar {args.bar}:")

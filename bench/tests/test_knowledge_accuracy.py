@@ -12,6 +12,7 @@ from bench.knowledge_accuracy import (
     Question,
     TurnSeen,
     accuracy,
+    cosines_report,
     idf_coverage,
     questions_load,
     turn_misses,
@@ -112,3 +113,27 @@ def test_a_question_file_naming_its_profile_once_and_its_articles_with_their_fol
             assert "/" not in question.article
             assert any((folder / language / question.article).is_file() for language in ("pt", "en", "es"))
     assert sum(not q.article for q in questions) * 3 == len(questions)
+
+
+def test_the_cosines_report_spreads_each_side_and_counts_each_at_or_above_every_hundredth():
+    questions = [
+        Question("p", "en", "answered high", "a.md"),
+        Question("p", "en", "answered low, another article best", "a.md"),
+        Question("p", "en", "not answered", None),
+        Question("p", "pt", "respondida", "b.md"),
+        Question("p", "pt", "sem resposta", None),
+    ]
+    best = [(0.9, "a.md"), (0.8, "c.md"), (0.85, "a.md"), (0.88, "b.md"), (0.82, "b.md")]
+    lines: list[str] = []
+
+    cosines_report(questions, best, write=lines.append)
+
+    assert "  en   answerable   (  2): 0.800 / 0.810 / 0.825 / 0.850 / 0.875 / 0.890 / 0.900" in lines
+    assert "  en   the best passage of the answerable one's article:  50.0 %" in lines
+    assert "  all  the best passage of the answerable one's article:  66.7 %" in lines
+    assert not any(line.startswith("  es ") for line in lines)  # no question in Spanish
+    rows = {line[:4]: line[5:].split() for line in lines if line[:2] == "0."}
+    assert list(rows) == [f"0.{n}" for n in range(80, 91)]
+    # pt, en, all: answerable / unanswerable at or above the bar
+    assert " ".join(rows["0.85"]) == "100.0 % / 0.0 % 50.0 % / 100.0 % 66.7 % / 50.0 %"
+    assert " ".join(rows["0.90"]) == "0.0 % / 0.0 % 50.0 % / 0.0 % 33.3 % / 0.0 %"
