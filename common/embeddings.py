@@ -8,9 +8,15 @@ document's passages with ``fit`` when it is indexed and a question with ``vector
 ``KNOWLEDGE_EMBEDDINGS_*``. Rows and vectors are float32 and L2-normalised, so a dense product is the cosine
 similarity.
 
-Embeddings are kept in one process-wide cache keyed by (endpoint, model, text), bounded in bytes and forgetting
-the least recently used first: recompiling a profile whose examples did not change makes no HTTP call, and a
-message seen before is not embedded again.
+Retrieval models of the e5, bge, nomic and gte families want a text marked by its role — e5 reads ``query: `` before
+what is searched for and ``passage: `` before what is searched in — and an OpenAI-compatible endpoint cannot tell the
+two apart. A vectoriser prepends ``query_prefix`` to what ``vector`` / ``avector`` embed (a customer's message, a
+question) and ``document_prefix`` to what ``fit`` embeds (the routing's examples, a document's passages); both are
+empty unless ``<endpoint>_QUERY_PREFIX`` / ``<endpoint>_DOCUMENT_PREFIX`` are set (docs/knowledge.md, "Vectors").
+
+Embeddings are kept in one process-wide cache keyed by (endpoint, model, text as sent, its prefix included),
+bounded in bytes and forgetting the least recently used first: recompiling a profile whose examples did not change
+makes no HTTP call, and a message seen before is not embedded again.
 
 A call is made once (no retry) within ``timeout``; any failure — the endpoint down or slow, an error status, an
 answer of the wrong shape — raises :class:`EmbeddingsUnavailable`: the router goes on to its next tier, the
@@ -27,7 +33,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
@@ -37,7 +43,19 @@ CACHE_BYTES = 64 * 2**20  # ~11,000 embeddings of 1,536 dimensions
 BATCH_SIZE = 256  # texts per request when the examples are embedded
 NO_KEY = "not-needed"  # what a keyless local endpoint gets as the key (the openai client insists on one)
 
-CacheKey = tuple[str, str, str]  # (base URL, model, text)
+CacheKey = tuple[str, str, str]  # (base URL, model, text as sent: its prefix included)
+
+
+class Endpoint(NamedTuple):
+    """What a vectoriser embeds through, hashable: a memo's key where one vectoriser (one HTTP client) or one index is
+    kept per configuration (:meth:`EmbeddingsVectoriser.of`)."""
+
+    base_url: str
+    model: str
+    api_key: str
+    timeout: float
+    query_prefix: str = ""
+    document_prefix: str = ""
 
 
 class EmbeddingsUnavailable(Exception):
@@ -98,7 +116,7 @@ class BytesBounded(Generic[K, V]):
 
 
 class EmbeddingsCache(BytesBounded[CacheKey, np.ndarray]):
-    """Embeddings by (base URL, model, text); beyond ``max_bytes`` of vectors the least recently used are
+    """Embeddings by (base URL, model, text as sent); beyond ``max_bytes`` of vectors the least recently used are
     forgotten. Thread-safe."""
 
     def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
@@ -124,7 +142,8 @@ class EmbeddingsVectoriser:
 
     ``fit(texts)`` is the examples' dense matrix (float32, one L2-normalised row per text); ``vector(text)`` and
     ``await avector(text)`` a message's vector. All three raise :class:`EmbeddingsUnavailable` when the endpoint
-    fails. A blank text is a zero vector and costs no call (once the dimension is known).
+    fails. A blank text is a zero vector and costs no call (once the dimension is known). ``fit`` sends each text
+    after ``document_prefix``, ``vector`` and ``avector`` after ``query_prefix`` (a blank text gets none).
     """
 
     def __init__(
@@ -136,12 +155,16 @@ class EmbeddingsVectoriser:
         *,
         batch_size: int = BATCH_SIZE,
         cache: EmbeddingsCache | None = None,
+        query_prefix: str = "",
+        document_prefix: str = "",
     ) -> None:
         self.base_url = base_url
         self.model = model
         self.api_key = api_key
         self.timeout = timeout
         self.batch_size = batch_size
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
         self.name = f"embeddings:{model}"
         self.remote = True  # one HTTP call per new message: the router awaits avector (routing.examples.Vectoriser)
         self.cache = CACHE if cache is None else cache
@@ -150,6 +173,15 @@ class EmbeddingsVectoriser:
         # An async HTTP connection belongs to the event loop that opened it: one client per loop.
         self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, endpoint: Endpoint, *, cache: EmbeddingsCache | None = None) -> EmbeddingsVectoriser:
+        """The vectoriser of ``endpoint``."""
+        return cls(**endpoint._asdict(), cache=cache)
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return Endpoint(self.base_url, self.model, self.api_key, self.timeout, self.query_prefix, self.document_prefix)
 
     def __repr__(self) -> str:
         return f"EmbeddingsVectoriser({self.base_url!r}, {self.model!r})"
@@ -268,9 +300,15 @@ class EmbeddingsVectoriser:
             raise EmbeddingsUnavailable(f"Nothing to embed in {text!r}, and no dimension known yet ({self.name}).")
         return np.zeros(self.dimensions, dtype=np.float32)
 
+    @staticmethod
+    def _marked(texts: Sequence[str], prefix: str) -> list[str]:
+        """``texts`` as sent: after ``prefix``, but a blank one as it is (:meth:`_row` makes it zeros)."""
+        return [prefix + text if prefix and text.strip() else text for text in texts]
+
     def fit(self, texts: Sequence[str]) -> np.ndarray:
-        """The texts' embeddings, one L2-normalised float32 row each; only texts not in the cache are sent, in
-        batches of ``batch_size``."""
+        """The texts' embeddings, one L2-normalised float32 row each; only texts not in the cache are sent (after
+        ``document_prefix``), in batches of ``batch_size``."""
+        texts = self._marked(texts, self.document_prefix)
         known, missing = self._cached(texts)
         if missing:
             known.update(zip(missing, self._checked(missing, self._embed(missing)), strict=True))
@@ -279,7 +317,8 @@ class EmbeddingsVectoriser:
         return np.stack([self._row(text, known) for text in texts])
 
     def vector(self, text: str) -> np.ndarray:
-        """One message's embedding (L2-normalised float32)."""
+        """One message's embedding (L2-normalised float32), sent after ``query_prefix``."""
+        (text,) = self._marked([text], self.query_prefix)
         known, missing = self._cached([text])
         if missing:
             return self._checked(missing, self._embed(missing))[0]
@@ -287,6 +326,7 @@ class EmbeddingsVectoriser:
 
     async def avector(self, text: str) -> np.ndarray:
         """:meth:`vector` without blocking the event loop."""
+        (text,) = self._marked([text], self.query_prefix)
         known, missing = self._cached([text])
         if missing:
             return self._checked(missing, await self._aembed(missing))[0]
@@ -297,24 +337,26 @@ ROUTER = "ROUTER_EMBEDDINGS"  # the examples tier's endpoint
 KNOWLEDGE = "KNOWLEDGE_EMBEDDINGS"  # the knowledge's (platform/settings.py: the router's unless set apart)
 
 
-def embeddings_configured(prefix: str = ROUTER) -> bool:
-    """An embeddings endpoint is configured: ``<prefix>_BASE_URL`` and ``<prefix>_MODEL`` (``prefix``:
+def embeddings_configured(endpoint: str = ROUTER) -> bool:
+    """An embeddings endpoint is configured: ``<endpoint>_BASE_URL`` and ``<endpoint>_MODEL`` (``endpoint``:
     :data:`ROUTER` or :data:`KNOWLEDGE`)."""
     from django.conf import settings
 
-    return bool(getattr(settings, f"{prefix}_BASE_URL") and getattr(settings, f"{prefix}_MODEL"))
+    return bool(getattr(settings, f"{endpoint}_BASE_URL") and getattr(settings, f"{endpoint}_MODEL"))
 
 
-def embeddings_vectoriser(prefix: str = ROUTER) -> EmbeddingsVectoriser | None:
-    """The endpoint of ``<prefix>_*``'s vectoriser, or ``None`` when there is none (the examples tier stays offline,
-    the knowledge search ranks by words)."""
+def embeddings_vectoriser(endpoint: str = ROUTER) -> EmbeddingsVectoriser | None:
+    """The vectoriser of the endpoint of ``<endpoint>_*``, its prefixes included, or ``None`` when there is none (the
+    examples tier stays offline, the knowledge search ranks by words)."""
     from django.conf import settings
 
-    if not embeddings_configured(prefix):
+    if not embeddings_configured(endpoint):
         return None
     return EmbeddingsVectoriser(
-        base_url=getattr(settings, f"{prefix}_BASE_URL"),
-        model=getattr(settings, f"{prefix}_MODEL"),
-        api_key=getattr(settings, f"{prefix}_API_KEY"),
-        timeout=float(getattr(settings, f"{prefix}_TIMEOUT")),
+        base_url=getattr(settings, f"{endpoint}_BASE_URL"),
+        model=getattr(settings, f"{endpoint}_MODEL"),
+        api_key=getattr(settings, f"{endpoint}_API_KEY"),
+        timeout=float(getattr(settings, f"{endpoint}_TIMEOUT")),
+        query_prefix=getattr(settings, f"{endpoint}_QUERY_PREFIX"),
+        document_prefix=getattr(settings, f"{endpoint}_DOCUMENT_PREFIX"),
     )

@@ -7,17 +7,20 @@ of :mod:`common.embeddings`.
 
 * **Indexing** (:func:`document_embed`, called by :func:`knowledge.services.document_ingest` once the document's
   passages are committed — on a Celery worker for an upload queued there, in the request otherwise): the passages'
-  heading and text, in batches of :data:`common.embeddings.BATCH_SIZE`, each vector stored on its passage as float32
-  bytes and the model named on the document (``embedding_model``). A failure of the endpoint leaves the document's
-  passages read by their words alone, and says why (``embedding_error``, shown in the admin); the upload stands.
-  A document embedded by another model than the one configured is read by its words until
-  ``manage.py embed_knowledge`` or the sources' admin action (:func:`profile_embed`, :func:`embed_queue`: a Celery
-  worker where a broker exists, in the request otherwise) embeds it again.
-* **Searching** (:func:`nearest`): the question embedded (cached per process, :data:`QUESTIONS`), and the scope's
-  passages — the documents a published version holds, in one language and within the tags, of the tenant's and the
-  shared sources: :class:`knowledge.search.Scope` — held as one float32 matrix per process, read once per set of
-  documents and kept in :data:`MATRICES` (at most :data:`MATRIX_BYTES`, the least recently used forgotten); a scope
-  whose matrix would be larger is searched by its words alone. The cosine is one product in NumPy.
+  heading and text (after ``KNOWLEDGE_EMBEDDINGS_DOCUMENT_PREFIX``), in batches of
+  :data:`common.embeddings.BATCH_SIZE`, each vector stored on its passage as float32 bytes and the document stamped
+  with what made them (``embedding_model``: the model, and the document prefix when one is set,
+  :func:`embedding_stamp`; vectors made after another prefix are no more comparable than another model's). A failure
+  of the endpoint leaves the document's passages read by their words alone, and says why (``embedding_error``, shown
+  in the admin); the upload stands. A document embedded by another model or prefix than the one configured is read
+  by its words until ``manage.py embed_knowledge`` or the sources' admin action (:func:`profile_embed`,
+  :func:`embed_queue`: a Celery worker where a broker exists, in the request otherwise) embeds it again.
+* **Searching** (:func:`nearest`): the question embedded after ``KNOWLEDGE_EMBEDDINGS_QUERY_PREFIX`` (cached per
+  process, :data:`QUESTIONS`), and the scope's passages — the documents a published version holds, in one language
+  and within the tags, of the tenant's and the shared sources: :class:`knowledge.search.Scope` — held as one float32
+  matrix per process, read once per set of documents and kept in :data:`MATRICES` (at most :data:`MATRIX_BYTES`, the
+  least recently used forgotten); a scope whose matrix would be larger is searched by its words alone. The cosine is
+  one product in NumPy.
 * **Fusing** (:func:`fused`): reciprocal rank fusion, each list giving a passage 1 / (:data:`RRF_K` + its rank), with
   k = 60, the constant of Cormack, Clarke and Büttcher (SIGIR 2009) that most engines use.
 
@@ -26,6 +29,8 @@ The endpoint down, slow (``KNOWLEDGE_EMBEDDINGS_TIMEOUT``) or answering nonsense
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -36,7 +41,14 @@ from django.conf import settings
 from django.db import transaction
 
 from agents.public import KnowledgeSettings
-from common.embeddings import KNOWLEDGE, BytesBounded, EmbeddingsCache, EmbeddingsUnavailable, EmbeddingsVectoriser
+from common.embeddings import (
+    KNOWLEDGE,
+    BytesBounded,
+    EmbeddingsCache,
+    EmbeddingsUnavailable,
+    EmbeddingsVectoriser,
+    Endpoint,
+)
 from common.embeddings import embeddings_vectoriser as configured_vectoriser
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource
 from platform.celery import app
@@ -51,29 +63,38 @@ NO_CACHE = EmbeddingsCache(0)  # the passages': embedded once, stored on their r
 WRITE_BATCH = 500
 EMBED_TASK = "knowledge.profile_embed"
 
-Endpoint = tuple[str, str, str, float]  # base URL, model, key, timeout
-Stamp = tuple[int, str, str]  # a document: pk, SHA-256 of its bytes, the model its passages are embedded with
+STAMP_LENGTH = KnowledgeDocument._meta.get_field("embedding_model").max_length or 200
+
+Stamp = tuple[int, str, str]  # a document: pk, SHA-256 of its bytes, what its passages are embedded with
 
 
 def _endpoint() -> Endpoint | None:
     configured = configured_vectoriser(KNOWLEDGE)
-    if configured is None:
-        return None
-    return configured.base_url, configured.model, configured.api_key, configured.timeout
+    return None if configured is None else configured.endpoint
 
 
 @lru_cache(maxsize=8)
 def _vectoriser(endpoint: Endpoint, questions: bool) -> EmbeddingsVectoriser:
     """One vectoriser (and so one HTTP client) per endpoint: questions cached, passages not."""
-    base_url, model, api_key, timeout = endpoint
-    cache = QUESTIONS if questions else NO_CACHE
-    return EmbeddingsVectoriser(base_url=base_url, model=model, api_key=api_key, timeout=timeout, cache=cache)
+    return EmbeddingsVectoriser.of(endpoint, cache=QUESTIONS if questions else NO_CACHE)
+
+
+def embedding_stamp(model: str, document_prefix: str) -> str:
+    """What a document's ``embedding_model`` says made its vectors: the model alone, or the model and its document
+    prefix quoted (``multilingual-e5-small "passage: "``); past the column's length, cut and closed by a digest of
+    the whole, so that two configurations never share a stamp."""
+    stamp = f"{model} {json.dumps(document_prefix, ensure_ascii=False)}" if document_prefix else model
+    if len(stamp) <= STAMP_LENGTH:
+        return stamp
+    digest = hashlib.sha256(stamp.encode()).hexdigest()[:16]
+    return f"{stamp[: STAMP_LENGTH - len(digest) - 1]} {digest}"
 
 
 def embedding_model() -> str:
-    """The model passages are embedded with now (``""``: no endpoint configured)."""
+    """What passages are embedded with now, as documents are stamped (:func:`embedding_stamp`; ``""``: no endpoint
+    configured)."""
     endpoint = _endpoint()
-    return endpoint[1] if endpoint else ""
+    return embedding_stamp(endpoint.model, endpoint.document_prefix) if endpoint else ""
 
 
 # -- indexing -------------------------------------------------------------------------------------------------------
@@ -115,15 +136,15 @@ def document_embed(document: KnowledgeDocument) -> str:
         vectors = zip(rows, matrix, strict=True)
         passages = [KnowledgePassage(pk=pk, embedding=row.tobytes()) for (pk, _, _), row in vectors]
         KnowledgePassage.objects.bulk_update(passages, ["embedding"], batch_size=WRITE_BATCH)
-        current.embedding_model, current.embedding_error = endpoint[1], ""
+        current.embedding_model, current.embedding_error = embedding_stamp(endpoint.model, endpoint.document_prefix), ""
         current.save(update_fields=["embedding_model", "embedding_error"])  # the configuration version moves
     return document_vectors_state(current)
 
 
 def profile_embed(profile_pk: int, *, every: bool = False) -> tuple[int, int]:
-    """Embed the documents of the profile not embedded by the configured model (``every``: all of them): a change of
-    model, documents uploaded before the profile turned vectors on, or an endpoint that failed then. (embedded,
-    failed)."""
+    """Embed the documents of the profile not embedded by the configured model and document prefix (``every``: all of
+    them): a change of either, documents uploaded before the profile turned vectors on, or an endpoint that failed
+    then. (embedded, failed)."""
     model = embedding_model()
     documents = KnowledgeDocument.objects.filter(source__profile_id=profile_pk)
     if not every:
@@ -222,11 +243,12 @@ def _matrix(model: str, documents: tuple[Stamp, ...], dimensions: int) -> Matrix
 def nearest(*, documents: Iterable[Stamp], passages: int, query: str, limit: int) -> list[tuple[int, float]] | None:
     """The ``limit`` passages of ``documents`` (a search's scope, counting ``passages``) nearest ``query`` by cosine,
     nearest first, as (pk, cosine); ``None`` when the vectors cannot say — no endpoint, the endpoint failing (logged),
-    or a matrix past :data:`MATRIX_BYTES`. Only documents embedded by the configured model are read."""
+    or a matrix past :data:`MATRIX_BYTES`. Only documents embedded by the configured model and document prefix are
+    read."""
     endpoint = _endpoint()
     if endpoint is None:
         return None
-    model = endpoint[1]
+    model = embedding_stamp(endpoint.model, endpoint.document_prefix)
     embedded = tuple(sorted(stamp for stamp in documents if stamp[2] == model))
     if not embedded:
         return []

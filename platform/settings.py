@@ -504,6 +504,10 @@ ROUTER_EMBEDDINGS_BASE_URL = env.string("ROUTER_EMBEDDINGS_BASE_URL")
 ROUTER_EMBEDDINGS_API_KEY = env.string("ROUTER_EMBEDDINGS_API_KEY")
 ROUTER_EMBEDDINGS_MODEL = env.string("ROUTER_EMBEDDINGS_MODEL", "text-embedding-3-small")
 ROUTER_EMBEDDINGS_TIMEOUT = env.decimal("ROUTER_EMBEDDINGS_TIMEOUT", 5.0)
+# What a retrieval model wants before a message (QUERY) and before an example (DOCUMENT); a message and an example
+# are compared alike, so e5's advice is "query: " on both (docs/knowledge.md, "Vectors"). Empty: the text alone.
+ROUTER_EMBEDDINGS_QUERY_PREFIX = env.string("ROUTER_EMBEDDINGS_QUERY_PREFIX")
+ROUTER_EMBEDDINGS_DOCUMENT_PREFIX = env.string("ROUTER_EMBEDDINGS_DOCUMENT_PREFIX")
 # The knowledge's vector search (knowledge/vectors.py, docs/knowledge.md): the router's endpoint unless
 # KNOWLEDGE_EMBEDDINGS_BASE_URL names another (then its key is its own: the router's is never sent elsewhere).
 KNOWLEDGE_EMBEDDINGS_BASE_URL = env.string("KNOWLEDGE_EMBEDDINGS_BASE_URL") or ROUTER_EMBEDDINGS_BASE_URL
@@ -513,6 +517,18 @@ KNOWLEDGE_EMBEDDINGS_API_KEY = env.string(
 )
 KNOWLEDGE_EMBEDDINGS_MODEL = env.string("KNOWLEDGE_EMBEDDINGS_MODEL") or ROUTER_EMBEDDINGS_MODEL
 KNOWLEDGE_EMBEDDINGS_TIMEOUT = env.decimal("KNOWLEDGE_EMBEDDINGS_TIMEOUT", 2.0)
+# Before a question (QUERY) and before a passage (DOCUMENT), e5's "query: " and "passage: ": the router's when the
+# endpoint and model are the router's (prefixes belong to a model), none otherwise unless set here.
+_same_embeddings_model = (KNOWLEDGE_EMBEDDINGS_BASE_URL, KNOWLEDGE_EMBEDDINGS_MODEL) == (
+    ROUTER_EMBEDDINGS_BASE_URL,
+    ROUTER_EMBEDDINGS_MODEL,
+)
+KNOWLEDGE_EMBEDDINGS_QUERY_PREFIX = env.string(
+    "KNOWLEDGE_EMBEDDINGS_QUERY_PREFIX", ROUTER_EMBEDDINGS_QUERY_PREFIX if _same_embeddings_model else ""
+)
+KNOWLEDGE_EMBEDDINGS_DOCUMENT_PREFIX = env.string(
+    "KNOWLEDGE_EMBEDDINGS_DOCUMENT_PREFIX", ROUTER_EMBEDDINGS_DOCUMENT_PREFIX if _same_embeddings_model else ""
+)
 
 MCP_TELECOM_PORT = env.integer("MCP_TELECOM_PORT", 8100)
 MCP_RETAIL_PORT = env.integer("MCP_RETAIL_PORT", 8200)

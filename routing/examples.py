@@ -26,7 +26,9 @@ once per profile version (with the router) and then scores a message without tou
   message's features times the intents that have them (:func:`routing.examples_kernel.bayes_scores`), not times
   their examples.
 * **Embeddings** (when the profile asks for them and an endpoint is configured): the examples and the message
-  embedded by an OpenAI-compatible ``/v1/embeddings`` endpoint (:mod:`common.embeddings`). An intent's score mixes
+  embedded by an OpenAI-compatible ``/v1/embeddings`` endpoint (:mod:`common.embeddings`), the examples and the
+  background after ``ROUTER_EMBEDDINGS_DOCUMENT_PREFIX``, the message (and an example left out, scored as one)
+  after ``ROUTER_EMBEDDINGS_QUERY_PREFIX``. An intent's score mixes
   two cosine similarities: with its nearest example (weight :data:`NEAREST_WEIGHT`) and with the centroid of its
   examples (the normalised sum of their vectors, the rest); "none of these" is the similarity of the nearest
   background example.
@@ -53,7 +55,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from common.embeddings import EmbeddingsUnavailable, EmbeddingsVectoriser, embeddings_vectoriser
+from common.embeddings import EmbeddingsUnavailable, EmbeddingsVectoriser, Endpoint, embeddings_vectoriser
 from common.infra import stock_paths
 from common.language import language_compiled_use
 from routing.background import Background, none_label
@@ -675,8 +677,7 @@ def examples_compile(
         remote = embeddings_vectoriser()
         if remote is not None:
             try:
-                endpoint = (remote.base_url, remote.model, remote.api_key, remote.timeout)
-                return _embeddings_compile(examples, endpoint, background)
+                return _embeddings_compile(examples, remote.endpoint, background)
             except EmbeddingsUnavailable as exc:
                 logger.warning("examples tier: embeddings unavailable, the offline vectoriser serves: %s", exc)
     return _offline_compile(examples, background, stock_paths())
@@ -692,11 +693,8 @@ def _offline_compile(
 
 @lru_cache(maxsize=16)
 def _embeddings_compile(
-    examples: tuple[tuple[str, tuple[str, ...]], ...], endpoint: tuple[str, str, str, float], background: Background
+    examples: tuple[tuple[str, tuple[str, ...]], ...], endpoint: Endpoint, background: Background
 ) -> ExampleIndex | None:
-    """Memoised by the examples, the endpoint (base URL, model, key, timeout) and the background: another endpoint
-    is another index."""
-    base_url, model, api_key, timeout = endpoint
-    return ExampleIndex.build(
-        examples, EmbeddingsVectoriser(base_url=base_url, model=model, api_key=api_key, timeout=timeout), background
-    )
+    """Memoised by the examples, the endpoint (base URL, model, key, timeout, the prefixes of a message and of an
+    example) and the background: another endpoint is another index."""
+    return ExampleIndex.build(examples, EmbeddingsVectoriser.of(endpoint), background)

@@ -15,7 +15,17 @@ from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSourc
 from knowledge.retrieval import knowledge_retrieve
 from knowledge.search import knowledge_search
 from knowledge.services import document_ingest
-from knowledge.vectors import LEXICAL, MATRICES, RRF_K, VECTORS, fused, nearest, vectors_forget
+from knowledge.vectors import (
+    LEXICAL,
+    MATRICES,
+    RRF_K,
+    STAMP_LENGTH,
+    VECTORS,
+    embedding_stamp,
+    fused,
+    nearest,
+    vectors_forget,
+)
 from tests.factories import TenantFactory
 from tests.llm_server import ScriptedLLMServer, embed_text
 
@@ -226,6 +236,67 @@ def test_a_change_of_model_re_embeds_the_documents_and_the_old_vectors_are_not_r
     assert after[0].heading.endswith("Reconexão") and after[0].found_by == (VECTORS,)
     call_command("embed_knowledge", profile=vectors_on.agent_id)  # nothing stale: no call
     assert len(endpoint.embedding_requests) == 3
+
+
+def test_a_passage_and_a_question_reach_the_endpoint_after_their_prefixes_and_the_document_names_both(
+    settings, endpoint, vectors_on
+):
+    settings.KNOWLEDGE_EMBEDDINGS_QUERY_PREFIX, settings.KNOWLEDGE_EMBEDDINGS_DOCUMENT_PREFIX = "query: ", "passage: "
+
+    report = document_ingest(source=pt_source(vectors_on), file_name="ajuda.md", data=HELP)
+    hits = search(vectors_on, NO_SHARED_WORD)
+
+    document = KnowledgeDocument.objects.get(pk=report.document_id)
+    passages, question = endpoint.embedding_requests
+    assert passages.inputs == [f"passage: {p.heading}\n{p.text}" for p in document.passages.order_by("position")]
+    assert question.inputs == [f"query: {NO_SHARED_WORD}"]
+    assert document.embedding_model == 'embed-small "passage: "'
+    assert report.vectors == 'embedded (embed-small "passage: ")'
+    assert hits[0].heading.endswith("Reconexão") and hits[0].found_by == (VECTORS,)
+
+
+def test_a_change_of_document_prefix_leaves_the_documents_to_their_words_until_embedded_again(
+    settings, endpoint, vectors_on
+):
+    document_ingest(source=pt_source(vectors_on), file_name="ajuda.md", data=HELP)  # no prefix
+    settings.KNOWLEDGE_EMBEDDINGS_DOCUMENT_PREFIX = "passage: "
+
+    before = search(vectors_on, NO_SHARED_WORD)
+    call_command("embed_knowledge", profile=vectors_on.agent_id)
+    after = search(vectors_on, NO_SHARED_WORD)
+
+    assert all(VECTORS not in hit.found_by for hit in before)  # vectors made without the prefix are not read
+    assert after[0].heading.endswith("Reconexão") and after[0].found_by == (VECTORS,)
+    upload, again, question = endpoint.embedding_requests
+    assert not any(text.startswith("passage: ") for text in upload.inputs)
+    assert all(text.startswith("passage: ") for text in again.inputs) and len(again.inputs) == 3
+    assert question.inputs == [NO_SHARED_WORD]  # the question's prefix is its own setting, unset
+    assert KnowledgeDocument.objects.get().embedding_model == 'embed-small "passage: "'
+    settings.KNOWLEDGE_EMBEDDINGS_QUERY_PREFIX = "query: "  # what documents are stamped with did not change
+    call_command("embed_knowledge", profile=vectors_on.agent_id)
+    assert len(endpoint.embedding_requests) == 3
+
+
+def test_a_question_asked_after_a_prefix_is_embedded_again_without_it(settings, endpoint, vectors_on):
+    document_ingest(source=pt_source(vectors_on), file_name="ajuda.md", data=HELP)
+    settings.KNOWLEDGE_EMBEDDINGS_QUERY_PREFIX = "query: "
+    search(vectors_on, NO_SHARED_WORD)
+
+    settings.KNOWLEDGE_EMBEDDINGS_QUERY_PREFIX = ""
+    search(vectors_on, NO_SHARED_WORD)
+    search(vectors_on, NO_SHARED_WORD)  # now cached
+
+    assert endpoint.embedding_inputs[-2:] == [f"query: {NO_SHARED_WORD}", NO_SHARED_WORD]
+    assert len(endpoint.embedding_requests) == 3
+
+
+def test_a_stamp_past_its_column_is_cut_and_closed_by_a_digest_of_the_whole():
+    long_prefix = "Represent this sentence for searching relevant passages: " * 4
+
+    stamp, other = (embedding_stamp("bge-small", prefix) for prefix in (long_prefix, long_prefix + "x"))
+
+    assert len(stamp) == len(other) == STAMP_LENGTH and stamp != other
+    assert stamp.startswith('bge-small "Represent this sentence') and embedding_stamp("bge-small", "") == "bge-small"
 
 
 def test_the_command_says_which_documents_the_endpoint_failed(endpoint, vectors_on):

@@ -157,6 +157,29 @@ def test_a_blank_message_scores_nothing_without_a_call(server):
     assert match.ranking == () and len(server.embedding_requests) == calls
 
 
+def test_examples_are_sent_after_the_document_prefix_and_messages_after_the_query_prefix(server):
+    vectoriser = vectoriser_for(server, query_prefix="query: ", document_prefix="passage: ")
+
+    matrix = vectoriser.fit(["quero mudar de plano", "  "])
+    message = vectoriser.vector("quero mudar de plano")
+
+    assert server.embedding_inputs == ["passage: quero mudar de plano", "query: quero mudar de plano"]
+    assert np.allclose(matrix[0], embed_text("passage: quero mudar de plano"), atol=1e-6)
+    assert not matrix[1].any()  # a blank text is no prefix alone: zeros, not sent
+    assert np.allclose(message, embed_text("query: quero mudar de plano"), atol=1e-6)
+    assert not vectoriser.vector("   ").any() and len(server.embedding_requests) == 2
+
+
+def test_the_cache_never_hands_a_prefixed_texts_vector_for_the_text_alone(server):
+    prefixed = vectoriser_for(server, query_prefix="query: ").vector("onde está meu pedido")
+
+    plain = vectoriser_for(server).vector("onde está meu pedido")
+    again = vectoriser_for(server, query_prefix="query: ").vector("onde está meu pedido")
+
+    assert server.embedding_inputs == ["query: onde está meu pedido", "onde está meu pedido"]
+    assert not np.allclose(prefixed, plain) and np.array_equal(again, prefixed)  # the prefixed one cached as such
+
+
 def test_an_endpoint_answering_500_raises_embeddings_unavailable(server):
     vectoriser = vectoriser_for(server)
     server.embeddings_error(500, times=3)
@@ -250,6 +273,20 @@ def test_a_profile_with_the_embeddings_tier_routes_a_paraphrase_by_embedding_it_
     assert decision["metadata"]["examples"]["vectoriser"] == "embeddings:embed-small"
     assert "quero rastrear minha encomenda" in server.embedding_inputs  # the message went over HTTP
     assert all(request.authorization == "Bearer emb-key" for request in server.embedding_requests)
+
+
+def test_the_router_sends_its_examples_and_messages_after_the_routers_prefixes(
+    api, embedding_profile, server, settings
+):
+    # A message and an example are compared alike: e5 wants "query: " on both sides.
+    settings.ROUTER_EMBEDDINGS_QUERY_PREFIX = settings.ROUTER_EMBEDDINGS_DOCUMENT_PREFIX = "query: "
+
+    decision = gateway(api, "quero rastrear minha encomenda")
+
+    assert (decision["method"], decision["intent"]) == ("examples", "retail_order_tracking")
+    assert "query: quero rastrear minha encomenda" in server.embedding_inputs
+    assert "query: rastrear minha encomenda" in server.embedding_inputs  # an example
+    assert all(text.startswith("query: ") for text in server.embedding_inputs)  # the background's too
 
 
 def test_an_embeddings_endpoint_failing_on_a_message_leaves_it_to_the_fallback(api, embedding_profile, server):

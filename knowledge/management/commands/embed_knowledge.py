@@ -1,7 +1,8 @@
 """``manage.py embed_knowledge --profile AGENT_ID [--every]``.
 
 Embeds the passages of the profile's documents that are not embedded by the model of ``KNOWLEDGE_EMBEDDINGS_MODEL``
-(:func:`knowledge.vectors.profile_embed`): after a change of model, for documents uploaded before the profile's search
+after ``KNOWLEDGE_EMBEDDINGS_DOCUMENT_PREFIX`` (:func:`knowledge.vectors.profile_embed`): after a change of either, for
+documents uploaded before the profile's search
 used vectors, or when the endpoint failed at their upload. ``--every`` embeds every document again. Exits 1 when a
 document could not be embedded (the admin's document page says why).
 """
