@@ -18,6 +18,7 @@ from django.conf import settings
 
 from agents.models import McpServer
 from agents.public import key_held, key_variable, llm_configured, router_llm_separate
+from common.embeddings import KNOWLEDGE, ROUTER
 from common.endpoints import endpoint_mask
 from common.infra.tracing import tracing_settings
 from conversations.public import SECRET_MASK, is_secret_key, mask_secrets
@@ -102,6 +103,19 @@ def _profiles() -> list[dict[str, Any]]:
     ]
 
 
+def _embeddings(endpoint: str) -> dict[str, Any]:
+    """An embeddings endpoint's settings (``endpoint``: the prefix of their names, :data:`common.embeddings.ROUTER` or
+    :data:`~common.embeddings.KNOWLEDGE`), with the prefixes put before what it embeds."""
+    return {
+        "base_url": getattr(settings, f"{endpoint}_BASE_URL"),
+        "model": getattr(settings, f"{endpoint}_MODEL"),
+        "api_key": getattr(settings, f"{endpoint}_API_KEY"),
+        "timeout_seconds": getattr(settings, f"{endpoint}_TIMEOUT"),
+        "query_prefix": getattr(settings, f"{endpoint}_QUERY_PREFIX"),
+        "document_prefix": getattr(settings, f"{endpoint}_DOCUMENT_PREFIX"),
+    }
+
+
 def effective_configuration() -> dict[str, Any]:
     """The configuration of this process, secrets masked (reads the MCP servers and the compiled snapshot)."""
     configuration = {
@@ -123,12 +137,8 @@ def effective_configuration() -> dict[str, Any]:
             "model": settings.ROUTER_LLM_MODEL,
             "api_key": settings.ROUTER_LLM_API_KEY,
         },
-        "embeddings": {
-            "base_url": settings.ROUTER_EMBEDDINGS_BASE_URL,
-            "model": settings.ROUTER_EMBEDDINGS_MODEL,
-            "api_key": settings.ROUTER_EMBEDDINGS_API_KEY,
-            "timeout_seconds": settings.ROUTER_EMBEDDINGS_TIMEOUT,
-        },
+        "embeddings": _embeddings(ROUTER),
+        "knowledge_embeddings": _embeddings(KNOWLEDGE),
         "mcp_servers": list(
             McpServer.objects.order_by("name").values("name", "transport", "endpoint", "enabled", "timeout")
         ),

@@ -15,6 +15,7 @@ SECRETS = {
     "OPENAI_API_KEY": "sk-platform-0a1b2c",
     "ROUTER_LLM_API_KEY": "sk-router-3d4e5f",
     "ROUTER_EMBEDDINGS_API_KEY": "sk-embed-6a7b8c",
+    "KNOWLEDGE_EMBEDDINGS_API_KEY": "sk-knowledge-4e5f6a",
     "EVENTS_WEBHOOK_SECRET": "whsec-9d8e7f",
     "ROLLOUT_WEBHOOK_SECRET": "rollout-secret-5c4b",
     "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Basic%20b3RlbC11c2VyOm90ZWwtcHc=",
@@ -35,6 +36,11 @@ def configured(settings, telecom, monkeypatch):
     settings.REDIS_URL = "redis://:redis-pw-1f2e@cache.internal:6379/0"
     settings.CELERY_BROKER_URL = "redis://worker:broker-pw-3c4d@broker.internal:6379/1"
     settings.EVENTS_WEBHOOK_URL = "https://hooks.example.com/events"
+    settings.ROUTER_EMBEDDINGS_QUERY_PREFIX = settings.ROUTER_EMBEDDINGS_DOCUMENT_PREFIX = "query: "
+    settings.KNOWLEDGE_EMBEDDINGS_BASE_URL = "https://vectors.example.com/v1"
+    settings.KNOWLEDGE_EMBEDDINGS_MODEL = "multilingual-e5-small"
+    settings.KNOWLEDGE_EMBEDDINGS_QUERY_PREFIX = "query: "
+    settings.KNOWLEDGE_EMBEDDINGS_DOCUMENT_PREFIX = "passage: "
     monkeypatch.setitem(settings.DATABASES["default"], "PASSWORD", "db-pw-5e6f")
     McpServer.objects.filter(name="telecom").update(
         endpoint="https://bot:mcp-pw-7a8b@mcp.example.com/mcp?token=mcp-token-9c0d"
@@ -64,6 +70,15 @@ def test_the_configuration_is_shown_with_every_secret_masked(debug_api, configur
         "api_key": "***",
     }
     assert body["embeddings"]["api_key"] == "***"
+    assert (body["embeddings"]["query_prefix"], body["embeddings"]["document_prefix"]) == ("query: ", "query: ")
+    assert body["knowledge_embeddings"] == {
+        "base_url": "https://vectors.example.com/v1",
+        "model": "multilingual-e5-small",
+        "api_key": "***",
+        "timeout_seconds": 2.0,
+        "query_prefix": "query: ",
+        "document_prefix": "passage: ",
+    }
     servers = {server["name"]: server for server in body["mcp_servers"]}
     assert servers["telecom"]["endpoint"] == "https://***@mcp.example.com/mcp?token=***"
     assert servers["retail"]["endpoint"] == "http://127.0.0.1:8200/mcp"
