@@ -517,18 +517,11 @@ KNOWLEDGE_EMBEDDINGS_API_KEY = env.string(
 )
 KNOWLEDGE_EMBEDDINGS_MODEL = env.string("KNOWLEDGE_EMBEDDINGS_MODEL") or ROUTER_EMBEDDINGS_MODEL
 KNOWLEDGE_EMBEDDINGS_TIMEOUT = env.decimal("KNOWLEDGE_EMBEDDINGS_TIMEOUT", 2.0)
-# Before a question (QUERY) and before a passage (DOCUMENT), e5's "query: " and "passage: ": the router's when the
-# endpoint and model are the router's (prefixes belong to a model), none otherwise unless set here.
-_same_embeddings_model = (KNOWLEDGE_EMBEDDINGS_BASE_URL, KNOWLEDGE_EMBEDDINGS_MODEL) == (
-    ROUTER_EMBEDDINGS_BASE_URL,
-    ROUTER_EMBEDDINGS_MODEL,
-)
-KNOWLEDGE_EMBEDDINGS_QUERY_PREFIX = env.string(
-    "KNOWLEDGE_EMBEDDINGS_QUERY_PREFIX", ROUTER_EMBEDDINGS_QUERY_PREFIX if _same_embeddings_model else ""
-)
-KNOWLEDGE_EMBEDDINGS_DOCUMENT_PREFIX = env.string(
-    "KNOWLEDGE_EMBEDDINGS_DOCUMENT_PREFIX", ROUTER_EMBEDDINGS_DOCUMENT_PREFIX if _same_embeddings_model else ""
-)
+# Before a question (QUERY) and before a passage (DOCUMENT), e5's "query: " and "passage: ". Never the router's, even
+# on its endpoint and model: the routing compares texts of one kind (e5: "query: " on both sides), the knowledge a
+# short question with a passage (e5: "query: " and "passage: "; bge: an instruction before the question alone).
+KNOWLEDGE_EMBEDDINGS_QUERY_PREFIX = env.string("KNOWLEDGE_EMBEDDINGS_QUERY_PREFIX")
+KNOWLEDGE_EMBEDDINGS_DOCUMENT_PREFIX = env.string("KNOWLEDGE_EMBEDDINGS_DOCUMENT_PREFIX")
 
 MCP_TELECOM_PORT = env.integer("MCP_TELECOM_PORT", 8100)
 MCP_RETAIL_PORT = env.integer("MCP_RETAIL_PORT", 8200)

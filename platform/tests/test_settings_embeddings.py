@@ -1,5 +1,5 @@
-"""The embeddings prefixes: none unless set, and the knowledge's are the router's only where its endpoint and model
-are the router's (a prefix belongs to a model)."""
+"""The embeddings prefixes: none unless set, and the knowledge's never the router's (the routing compares texts of
+one kind, the knowledge a question with a passage)."""
 
 from __future__ import annotations
 
@@ -32,16 +32,14 @@ def test_no_prefix_is_sent_unless_one_is_set(tmp_path):
     assert prefixes(tmp_path, ROUTER_EMBEDDINGS_BASE_URL=ROUTER) == ["", "", "", ""]
 
 
-def test_the_knowledge_takes_the_routers_prefixes_on_the_routers_endpoint_and_model_unless_it_sets_its_own(tmp_path):
+def test_the_knowledge_never_takes_the_routers_prefixes_even_on_its_endpoint_and_model(tmp_path):
     e5 = {"ROUTER_EMBEDDINGS_BASE_URL": ROUTER, "ROUTER_EMBEDDINGS_MODEL": "multilingual-e5-small"}
     e5 |= {"ROUTER_EMBEDDINGS_QUERY_PREFIX": "query: ", "ROUTER_EMBEDDINGS_DOCUMENT_PREFIX": "query: "}
 
     shared = prefixes(tmp_path, **e5)
-    own_passages = prefixes(tmp_path, **e5, KNOWLEDGE_EMBEDDINGS_DOCUMENT_PREFIX="passage: ")
-    same_url_and_model = prefixes(tmp_path, **e5, KNOWLEDGE_EMBEDDINGS_BASE_URL=ROUTER)
-    other_model = prefixes(tmp_path, **e5, KNOWLEDGE_EMBEDDINGS_MODEL="bge-m3")
-    other_endpoint = prefixes(tmp_path, **e5, KNOWLEDGE_EMBEDDINGS_BASE_URL="http://elsewhere.invalid/v1")
+    own = prefixes(
+        tmp_path, **e5, KNOWLEDGE_EMBEDDINGS_QUERY_PREFIX="query: ", KNOWLEDGE_EMBEDDINGS_DOCUMENT_PREFIX="passage: "
+    )
 
-    assert shared == same_url_and_model == ["query: ", "query: ", "query: ", "query: "]
-    assert own_passages == ["query: ", "query: ", "query: ", "passage: "]
-    assert other_model == other_endpoint == ["query: ", "query: ", "", ""]
+    assert shared == ["query: ", "query: ", "", ""]
+    assert own == ["query: ", "query: ", "query: ", "passage: "]
