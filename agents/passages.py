@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from agents.stems import word_stems
@@ -102,6 +103,9 @@ STEM_MARK = "~"
 # ("5G", "PS5", "S24", "10h"). Longer ones ("PETR4", "CNPJ") are content words already.
 _MARK = re.compile(r"(?<![\w-])(\w{2,3})(?![\w-])")
 MAX_SENTENCES = 3
+# A turn quotes the passage it cites twice (the offline model's answer, the citation's span): the sentences of this
+# many passages quoted, with their words, are kept (about 2 MiB for passages of 600 characters, 4.5 MiB at most).
+PASSAGES_QUOTED_KEPT = 128
 
 
 @dataclass(frozen=True)
@@ -373,7 +377,14 @@ def sentences_of(passage: str) -> list[str]:
 def relevant_sentences(passage: str, question: str, *, limit: int = MAX_SENTENCES) -> list[str]:
     """The sentences of ``passage`` (:func:`sentences_of`) that hold a content word of ``question``
     (:func:`asked_words`), in the passage's order, at most ``limit``; the passage's first sentence when none does."""
-    sentences = sentences_of(passage)
+    read = _sentences_read(passage)
     asked = asked_words(question)
-    shared = [sentence for sentence in sentences if any(_found(word, stems_of(sentence)) for word in asked)]
-    return (shared or sentences[:1])[:limit]
+    shared = [sentence for sentence, stems in read if any(_found(word, stems) for word in asked)]
+    return (shared or [sentence for sentence, _ in read[:1]])[:limit]
+
+
+@lru_cache(maxsize=PASSAGES_QUOTED_KEPT)
+def _sentences_read(passage: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """``passage``'s sentences (:func:`sentences_of`), each with its words (:func:`stems_of`): read once a passage,
+    not once a word asked at each question quoting it."""
+    return tuple((sentence, frozenset(stems_of(sentence))) for sentence in sentences_of(passage))
