@@ -106,6 +106,9 @@ MAX_SENTENCES = 3
 # A turn quotes the passage it cites twice (the offline model's answer, the citation's span): the sentences of this
 # many passages quoted, with their words, are kept (about 2 MiB for passages of 600 characters, 4.5 MiB at most).
 PASSAGES_QUOTED_KEPT = 128
+# A turn reads its message's words five times (the search, the relevance bar, the two quotes): those of this many
+# questions are kept (about 1 MiB at most).
+QUESTIONS_READ_KEPT = 1024
 
 
 @dataclass(frozen=True)
@@ -163,8 +166,14 @@ def marks_of(text: str) -> list[str]:
 
 def asked_words(text: str) -> list[str]:
     """What the relevance bar counts of a question: its content words (:func:`content_words`), then its short names
-    and codes (:func:`marks_of`: "the LOS light", "5G"), which a text holds only as the same mark."""
-    return [*content_words(text), *marks_of(text)]
+    and codes (:func:`marks_of`: "the LOS light", "5G"), which a text holds only as the same mark. Read once a
+    question (:data:`QUESTIONS_READ_KEPT`); each call returns a list of its own."""
+    return list(_asked(text))
+
+
+@lru_cache(maxsize=QUESTIONS_READ_KEPT)
+def _asked(text: str) -> tuple[str, ...]:
+    return (*content_words(text), *marks_of(text))
 
 
 def stems_of(text: str) -> set[str]:
@@ -378,7 +387,7 @@ def relevant_sentences(passage: str, question: str, *, limit: int = MAX_SENTENCE
     """The sentences of ``passage`` (:func:`sentences_of`) that hold a content word of ``question``
     (:func:`asked_words`), in the passage's order, at most ``limit``; the passage's first sentence when none does."""
     read = _sentences_read(passage)
-    asked = asked_words(question)
+    asked = _asked(question)
     shared = [sentence for sentence, stems in read if any(_found(word, stems) for word in asked)]
     return (shared or [sentence for sentence, _ in read[:1]])[:limit]
 

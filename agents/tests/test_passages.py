@@ -14,6 +14,7 @@ from agents.passages import (
     content_words,
     coverage,
     general_question,
+    marks_of,
     own_request,
     passages_note,
     passages_read,
@@ -246,3 +247,21 @@ def test_a_passages_sentences_are_read_once_whatever_questions_quote_it_and_quot
     for question, sentences in zip(questions * 2, quoted, strict=True):
         holding = [sentence for sentence in sentences_of(PASSAGE) if words_held(question, sentence)[0]]
         assert sentences == (holding or sentences_of(PASSAGE)[:1])[:MAX_SENTENCES], question
+
+
+def test_a_questions_words_are_read_once_and_each_caller_gets_a_list_of_its_own(monkeypatch):
+    import agents.passages
+
+    read: list[str] = []
+    content_words_of = agents.passages.content_words
+    monkeypatch.setattr(agents.passages, "content_words", lambda text: read.append(text) or content_words_of(text))
+    agents.passages._asked.cache_clear()
+    question = "o chip 4G funciona no 5G da operadora?"
+
+    first = asked_words(question)
+    first.append("changed")
+    again = asked_words(question)
+    relevant_sentences(PASSAGE, question)
+
+    assert read == [question]
+    assert again == [*content_words(question), *marks_of(question)] == ["chip", "funciona", "operadora", "4g", "5g"]
