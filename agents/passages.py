@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from agents.stems import word_stems
@@ -102,6 +103,12 @@ STEM_MARK = "~"
 # ("5G", "PS5", "S24", "10h"). Longer ones ("PETR4", "CNPJ") are content words already.
 _MARK = re.compile(r"(?<![\w-])(\w{2,3})(?![\w-])")
 MAX_SENTENCES = 3
+# A turn quotes the passage it cites twice (the offline model's answer, the citation's span): the sentences of this
+# many passages quoted, with their words, are kept (about 2 MiB for passages of 600 characters, 4.5 MiB at most).
+PASSAGES_QUOTED_KEPT = 128
+# A turn reads its message's words five times (the search, the relevance bar, the two quotes): those of this many
+# questions are kept (about 1 MiB at most).
+QUESTIONS_READ_KEPT = 1024
 
 
 @dataclass(frozen=True)
@@ -159,8 +166,14 @@ def marks_of(text: str) -> list[str]:
 
 def asked_words(text: str) -> list[str]:
     """What the relevance bar counts of a question: its content words (:func:`content_words`), then its short names
-    and codes (:func:`marks_of`: "the LOS light", "5G"), which a text holds only as the same mark."""
-    return [*content_words(text), *marks_of(text)]
+    and codes (:func:`marks_of`: "the LOS light", "5G"), which a text holds only as the same mark. Read once a
+    question (:data:`QUESTIONS_READ_KEPT`); each call returns a list of its own."""
+    return list(_asked(text))
+
+
+@lru_cache(maxsize=QUESTIONS_READ_KEPT)
+def _asked(text: str) -> tuple[str, ...]:
+    return (*content_words(text), *marks_of(text))
 
 
 def stems_of(text: str) -> set[str]:
@@ -373,7 +386,14 @@ def sentences_of(passage: str) -> list[str]:
 def relevant_sentences(passage: str, question: str, *, limit: int = MAX_SENTENCES) -> list[str]:
     """The sentences of ``passage`` (:func:`sentences_of`) that hold a content word of ``question``
     (:func:`asked_words`), in the passage's order, at most ``limit``; the passage's first sentence when none does."""
-    sentences = sentences_of(passage)
-    asked = asked_words(question)
-    shared = [sentence for sentence in sentences if any(_found(word, stems_of(sentence)) for word in asked)]
-    return (shared or sentences[:1])[:limit]
+    read = _sentences_read(passage)
+    asked = _asked(question)
+    shared = [sentence for sentence, stems in read if any(_found(word, stems) for word in asked)]
+    return (shared or [sentence for sentence, _ in read[:1]])[:limit]
+
+
+@lru_cache(maxsize=PASSAGES_QUOTED_KEPT)
+def _sentences_read(passage: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """``passage``'s sentences (:func:`sentences_of`), each with its words (:func:`stems_of`): read once a passage,
+    not once a word asked at each question quoting it."""
+    return tuple((sentence, frozenset(stems_of(sentence))) for sentence in sentences_of(passage))

@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from django.db import connection, transaction
@@ -85,6 +86,7 @@ PASSAGE_TABLE = KnowledgePassage._meta.db_table
 WORD_TABLE = KnowledgeWord._meta.db_table
 SCOPES_KEPT = 256  # per process: the documents of this many (profile, tenant, language, tags)
 WORDS_KEPT = 20_000  # per process: this many (sources, word) counts and spellings
+QUERIES_READ_KEPT = 1024  # per process: the words of this many queries (a search reads its query's up to five times)
 
 
 def search_config(language: str) -> str:
@@ -211,8 +213,9 @@ def _version() -> tuple[int, int]:
     return config_version(), local_generation()
 
 
-def _words(query: str) -> list[str]:
-    return list(dict.fromkeys(_WORD.findall(query.casefold())))[:MAX_QUERY_WORDS]
+@lru_cache(maxsize=QUERIES_READ_KEPT)
+def _words(query: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(_WORD.findall(query.casefold())))[:MAX_QUERY_WORDS]
 
 
 def _scope(
@@ -387,7 +390,7 @@ def _words_postgres(typed: list[str], words: list[str], sources: list[int]) -> d
     return read
 
 
-def _plan(terms: list[Term], typed: list[str], configs: list[str] | None) -> Plan:
+def _plan(terms: list[Term], typed: Sequence[str], configs: list[str] | None) -> Plan:
     """Rarest first, the words whose passages (:meth:`Term.brings`) add up to at most :data:`CANDIDATE_BUDGET`;
     when the rarest alone brings more, the two rarest together."""
     brings = {term.folded: term.brings(configs) for term in terms}

@@ -7,17 +7,20 @@ import pytest
 
 from agents.knowledge_settings import DEFAULT_MIN_SCORE
 from agents.passages import (
+    MAX_SENTENCES,
     NotedPassage,
     asked_words,
     asks_what_follows,
     content_words,
     coverage,
     general_question,
+    marks_of,
     own_request,
     passages_note,
     passages_read,
     question_in_general,
     relevant_sentences,
+    sentences_of,
     wishes_to_act,
     words_held,
 )
@@ -225,3 +228,40 @@ def test_a_word_is_held_by_a_text_holding_another_of_its_snowball_stem_billing_b
     assert words_held("paperless billing please", "Your bill arrives by post.") == (1, 3)
     assert words_held("como troco de plano?", "A troca de plano é feita no aplicativo.") == (2, 2)
     assert words_held("is there a bonus?", "The bones of it.") == (0, 1)
+
+
+def test_a_passages_sentences_are_read_once_whatever_questions_quote_it_and_quote_what_each_sentence_holds(
+    monkeypatch,
+):
+    import agents.passages
+
+    read: list[str] = []
+    stems_of = agents.passages.stems_of
+    monkeypatch.setattr(agents.passages, "stems_of", lambda text: read.append(text) or stems_of(text))
+    agents.passages._sentences_read.cache_clear()
+    questions = ["How long does express delivery take?", "Is wrapping free?", "Hello there", "the PS5 ships at 2 pm?"]
+
+    quoted = [relevant_sentences(PASSAGE, question) for question in questions * 2]
+
+    assert sorted(read) == sorted(sentences_of(PASSAGE))  # each sentence once, at the first question
+    for question, sentences in zip(questions * 2, quoted, strict=True):
+        holding = [sentence for sentence in sentences_of(PASSAGE) if words_held(question, sentence)[0]]
+        assert sentences == (holding or sentences_of(PASSAGE)[:1])[:MAX_SENTENCES], question
+
+
+def test_a_questions_words_are_read_once_and_each_caller_gets_a_list_of_its_own(monkeypatch):
+    import agents.passages
+
+    read: list[str] = []
+    content_words_of = agents.passages.content_words
+    monkeypatch.setattr(agents.passages, "content_words", lambda text: read.append(text) or content_words_of(text))
+    agents.passages._asked.cache_clear()
+    question = "o chip 4G funciona no 5G da operadora?"
+
+    first = asked_words(question)
+    first.append("changed")
+    again = asked_words(question)
+    relevant_sentences(PASSAGE, question)
+
+    assert read == [question]
+    assert again == [*content_words(question), *marks_of(question)] == ["chip", "funciona", "operadora", "4g", "5g"]
