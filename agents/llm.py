@@ -30,7 +30,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import cached_property
 from typing import Any, ClassVar, Protocol
 
@@ -39,7 +39,7 @@ from django.utils.translation import gettext_lazy
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import LangSmithParams
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, ToolCall, ToolCallChunk
+from langchain_core.messages import AIMessage, AIMessageChunk, SystemMessage, ToolCall, ToolCallChunk, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from agents.generation import ANSWER_CHARS_ASKED, Generation, answer_fitted, text_within
@@ -47,6 +47,7 @@ from agents.offline_tools import asked_without_arguments, documents_asked, said_
 from agents.offline_words import OFFLINE_LANGUAGE, OFFLINE_SMALL_TALK, offline_words
 from agents.passages import (
     SEARCH_KNOWLEDGE,
+    NotedPassage,
     own_request,
     passages_read,
     relevant_sentences,
@@ -141,6 +142,14 @@ class ModelKeyRefused(ModelKeyMissing):
 
     def __init__(self, variable: str) -> None:
         super().__init__(variable, f"The environment variable {variable} is not allowed to hold a model key.")
+
+
+def _passages_in(messages: Iterable[Any]) -> list[NotedPassage] | None:
+    """The passages of the first of ``messages`` that is a note of them (a system note, or a search's result)."""
+    return next(
+        (read for m in messages if isinstance(m, (SystemMessage, ToolMessage)) and (read := passages_read(m.content))),
+        None,
+    )
 
 
 def model_key(profile: ModelSettings) -> str | None:
@@ -434,11 +443,15 @@ class OfflineChatModel(BaseChatModel):
                 return AIMessage(content="", tool_calls=[search])
         noted = [result for result in results if result.name == REMEMBER_TOOL]
         others = [result for result in results if result not in noted]
-        # A request about the customer's own things to a specialist whose intent lists tools is theirs: the passages
-        # handed before the model do not answer it ("Mi factura llegó muy alta, ¿puede revisarla?"), unless it asks
-        # a question in general besides ("mi lavadora se rompió, ¿la cubre la garantía?").
-        owns = bool(self.intent_tools) and own_request(text)
-        reply = self._answer(messages[:last_human], text, others, language, notes_read=not owns)
+
+        def notes_read() -> bool:
+            """A request about the customer's own things to a specialist whose intent lists tools is theirs: the
+            passages handed before the model do not answer it ("Mi factura llegó muy alta, ¿puede revisarla?"),
+            unless it asks a question in general besides ("mi lavadora se rompió, ¿la cubre la garantía?"). Read only
+            when a note of passages was handed (never where the profile's knowledge is off)."""
+            return not (self.intent_tools and own_request(text))
+
+        reply = self._answer(messages[:last_human], text, others, language, notes_read=notes_read)
         if declined is not None:  # what it could not check, said plainly
             reply.content = f"{reply.text} " + words["declined"].format(tool=declined)
         saved = [tool_data_read(result.content) for result in noted if getattr(result, "status", "success") != "error"]
@@ -448,13 +461,17 @@ class OfflineChatModel(BaseChatModel):
         return reply
 
     def _answer(
-        self, earlier: list[Any], text: str, results: list[Any], language: str, *, notes_read: bool = True
+        self,
+        earlier: list[Any],
+        text: str,
+        results: list[Any],
+        language: str,
+        *,
+        notes_read: Callable[[], bool] = lambda: True,
     ) -> AIMessage:
         """The answer's text: from the tool results, else from the passages of the business's documents given
-        (``notes_read`` off: only those its own search returned, not a note's), else an acknowledgement naming the
-        specialist and the subject."""
-        from langchain_core.messages import SystemMessage, ToolMessage
-
+        (``notes_read`` answering false, asked only when a note holds passages: only those its own search returned,
+        not a note's), else an acknowledgement naming the specialist and the subject."""
         words = offline_words(language)
         header = f"{self.display_name} {words['notice']}:"
         searched = [m for m in results if m.name == SEARCH_KNOWLEDGE]
@@ -474,14 +491,9 @@ class OfflineChatModel(BaseChatModel):
                     said = result_summary(payload, summary_language).replace("”", '"')
                     lines.append(f"- {result.name}: “{said}”")
             return AIMessage(content=f"{header} {words['consulted']}\n" + "\n".join(lines))
-        passages = next(
-            (
-                read
-                for m in (*searched, *(reversed(earlier) if notes_read else ()))
-                if isinstance(m, (SystemMessage, ToolMessage)) and (read := passages_read(m.content))
-            ),
-            None,
-        )
+        passages = _passages_in(searched)
+        if not passages and (noted := _passages_in(reversed(earlier))) and notes_read():
+            passages = noted
         if passages:  # extractive: the best passage's sentences that bear on the message, quoted and cited
             quote = " ".join(relevant_sentences(passages[0].text, text)).replace("”", '"')
             return AIMessage(content=f"{header} {words['documents']} “{quote}” [{passages[0].number}]")

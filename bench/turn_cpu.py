@@ -48,12 +48,10 @@ import services  # noqa: E402  (scripts/services.py: the throwaway PostgreSQL)
 
 from bench.chat_load import (  # noqa: E402
     AGENT_ID,
-    KNOWLEDGE_HELP,
     TENANT,
     TEXTS,
     _manage,
     _postmaster_pid,
-    knowledge_switched_off,
     process_cpu_seconds,
 )
 from bench.turn_stages import sampling, self_time_report, stages_report  # noqa: E402
@@ -62,6 +60,16 @@ try:
     from common.infra.heap import heap_settle
 except ImportError:  # an older tree (bench/compare.py --bench-from-head): the module before it moved to infra/
     from common.heap import heap_settle  # type: ignore[no-redef]
+try:
+    from bench.chat_load import KNOWLEDGE_HELP, knowledge_switched_off
+except ImportError:  # an older tree's chat_load.py (bench/compare.py --bench-from-head turn_cpu.py back to d34cf42)
+    KNOWLEDGE_HELP = "off: the profile's knowledge retrieval switched off and published; on: as seeded"
+
+    def knowledge_switched_off(env: dict[str, str], agent_id: str) -> str:
+        if (ROOT / "knowledge").is_dir():
+            raise SystemExit("--knowledge off: this tree's bench/chat_load.py cannot switch it off (copy the head's)")
+        return "knowledge: off (this tree has no knowledge to switch off)"
+
 
 # Questions to telecom_contas that no keyword matches: the examples tier decides them (the run counts the methods).
 EXAMPLE_TEXTS = (
