@@ -39,8 +39,17 @@ from django.utils.translation import gettext_lazy
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import LangSmithParams
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, SystemMessage, ToolCall, ToolCallChunk, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    HumanMessage,
+    SystemMessage,
+    ToolCall,
+    ToolCallChunk,
+    ToolMessage,
+)
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agents.generation import ANSWER_CHARS_ASKED, Generation, answer_fitted, text_within
 from agents.offline_tools import asked_without_arguments, documents_asked, said_identifiers, said_values
@@ -384,13 +393,9 @@ class OfflineChatModel(BaseChatModel):
         return params
 
     def bind_tools(self, tools, *, tool_choice: str | None = None, **kwargs):
-        from langchain_core.utils.function_calling import convert_to_openai_tool
-
         return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], tool_choice=tool_choice, **kwargs)
 
     def _reply(self, messages: list[Any], tools: list[dict[str, Any]], tool_choice: str | None) -> AIMessage:
-        from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
-
         last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         results = [m for m in messages[last_human + 1 :] if isinstance(m, ToolMessage)]
         text = messages[last_human].content if last_human >= 0 else ""
