@@ -46,13 +46,14 @@ searched (``metadata.knowledge``), the MCP tools called, the article cited. ``--
 asks a help centre of one's own: ``DIR``'s ``pt``, ``en`` and ``es`` folders imported into the questions' profile
 beside the demo's (:func:`articles_import`), as ``bench/unseen/knowledge/README.md`` imports the held-out one.
 
-``--vectors BAR …`` searches with vectors too (docs/knowledge.md, "Vectors"): the questions' profiles get
-``vectors: true``, their passages embedded by the endpoint of ``KNOWLEDGE_EMBEDDINGS_*`` (``bench/embeddings_server.py``
-serves one here), and the figures are given once per ``vector_min_score`` of the list — at a turn, the profiles
-published with each bar in turn and every question asked again (:func:`vectors_on`); with ``--relevance turn``, the
-turn's retrieval run at the words' bar with each cosine bar. ``--cosines`` prints, per language, how the best cosine
-of a question's language's passages spreads over the answerable questions and over the unanswerable ones
-(:func:`best_cosines`): whether a cosine bar can tell them apart.
+``--vectors BAR …`` searches with vectors too (docs/knowledge.md, "Vectors"): the questions' profiles get ``vectors:
+true``, their passages embedded by the endpoint of ``KNOWLEDGE_EMBEDDINGS_*`` (an operator's; nothing in the
+repository serves a real model: docs/benchmarks.md says how multilingual-e5-small was served), and the figures are
+given once per ``vector_min_score`` of the list — at a turn, the profiles published with each bar in turn and every
+question asked again (:func:`vectors_on`); with ``--relevance turn``, the turn's retrieval run at the words' bar
+with each cosine bar. ``--cosines`` prints, per language, how the best cosine of a question's language's passages
+spreads over the answerable questions and over the unanswerable ones (:func:`best_cosines`): whether a cosine bar
+can tell them apart.
 """
 
 from __future__ import annotations
