@@ -342,6 +342,42 @@ def knowledge_switched_off(env: dict[str, str], agent_id: str) -> str:
     return f"knowledge: off (the profile {agent_id}'s retrieval set to false and published)"
 
 
+FEATURES_HELP = (
+    "off: every feature a profile switches for itself set off and published before the measurement — its knowledge "
+    "retrieval, the examples tier's keyword check (1), the running summary of long conversations — as a profile that "
+    "uses none of them is configured (implies --knowledge off); on: as the demo is seeded"
+)
+# Each profile setting that switches a feature of the message path, and its value for "off". A tree that lacks one
+# (an older commit under bench/compare.py --bench-from-head) has nothing of it to switch.
+FEATURE_SWITCHES = {"examples_keyword_check": 1.0}
+FEATURES_OFF = """
+from agents.models import AgentProfile
+profile = AgentProfile.objects.get(agent_id={agent_id!r})
+names = {{field.name for field in AgentProfile._meta.get_fields()}}
+switched = {{name: value for name, value in {switches!r}.items() if name in names}}
+for name, value in switched.items():
+    setattr(profile, name, value)
+profile.save(update_fields=list(switched))
+print(",".join(f"{{name}}={{value}}" for name, value in switched.items()))
+"""
+
+
+def features_switched_off(env: dict[str, str], agent_id: str) -> str:
+    """Every feature ``agent_id`` can switch for itself set off and published; what the run prints about it."""
+    knowledge = knowledge_switched_off(env, agent_id)
+    shell = _manage(env, "shell", "-c", FEATURES_OFF.format(agent_id=agent_id, switches=FEATURE_SWITCHES))
+    switched = shell.strip().splitlines()[-1] if shell.strip() else ""  # Django's shell may print its imports first
+    _manage(env, "routing_publish", "--profile", agent_id, "--note", "bench: features off")
+    return f"features: off ({knowledge}; {switched or 'no other switch in this tree'}; published)"
+
+
+def switched_off(env: dict[str, str], agent_id: str, args: argparse.Namespace) -> str:
+    """What ``--features off`` or ``--knowledge off`` switch off for the run, done; the line the run prints."""
+    if args.features == "off":
+        return features_switched_off(env, agent_id)
+    return knowledge_switched_off(env, agent_id) if args.knowledge == "off" else "knowledge: as seeded (on)"
+
+
 def _postmaster_pid(database_url: str) -> int | None:
     import psycopg
 
@@ -539,7 +575,7 @@ def run(args: argparse.Namespace) -> int:
         _manage(env, "migrate", "--noinput")
         _manage(env, "seed_demo")
         key = _manage(env, "create_api_key", "--tenant", TENANT).strip().splitlines()[-1]
-        print(knowledge_switched_off(env, AGENT_ID) if args.knowledge == "off" else "knowledge: as seeded (on)")
+        print(switched_off(env, AGENT_ID, args))
 
         for number, traced in enumerate(modes, 1):
             if len(modes) > 1:
@@ -778,6 +814,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--pairs", type=int, default=3, help="side-by-side: how many (off, on) pairs")
     parser.add_argument("--knowledge", choices=("on", "off"), default="on", help=KNOWLEDGE_HELP)
+    parser.add_argument("--features", choices=("on", "off"), default="on", help=FEATURES_HELP)
     parser.add_argument(
         "--profile", metavar="DIR", help="sample the server with py-spy over the window: flame graph and a summary"
     )

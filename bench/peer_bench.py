@@ -1,7 +1,7 @@
 """Our chat API against a LangGraph server serving the same flow, side by side under the same load in one run.
 
     PYTHONPATH=. .venv/bin/python bench/peer_bench.py [--clients 64] [--duration 20] [--warmup 5]
-        [--latency-ms 0] [--rounds 3] [--workers 4] [--knowledge on|off]
+        [--latency-ms 0] [--rounds 3] [--workers 4] [--knowledge on|off] [--features on|off]
 
 The peer (``bench/peer_app.py``) serves the same flow as ours — the ``telecom_contas`` keyword router, one
 specialist answering from the same offline model (``agents.llm.OfflineChatModel``) with the same latency, the
@@ -336,9 +336,7 @@ def run(args: argparse.Namespace) -> int:
         chat_load._manage(env, "migrate", "--noinput")
         chat_load._manage(env, "seed_demo")
         key = chat_load._manage(env, "create_api_key", "--tenant", chat_load.TENANT).strip().splitlines()[-1]
-        knowledge = "knowledge: as seeded (on)"
-        if args.knowledge == "off":
-            knowledge = chat_load.knowledge_switched_off(env, chat_load.AGENT_ID)
+        knowledge = chat_load.switched_off(env, chat_load.AGENT_ID, args)
         peer_url = database_url(env["DATABASE_URL"], PEER_DATABASE)
         create_database(env["DATABASE_URL"], PEER_DATABASE)
         # The peer sees neither our database nor our settings: only its own database and the model's latency.
@@ -424,6 +422,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ramp", type=float, default=1, help="seconds over which the clients start")
     parser.add_argument("--timeout", type=float, default=60, help="client timeout per request, seconds")
     parser.add_argument("--knowledge", choices=("on", "off"), default="on", help=chat_load.KNOWLEDGE_HELP)
+    parser.add_argument("--features", choices=("on", "off"), default="on", help=chat_load.FEATURES_HELP)
     parser.add_argument("--target", type=float, default=2.0, help="ours / peer throughput to reach at equal p99")
     parser.add_argument(
         "--no-access-log", dest="access_log", action="store_false", help="both servers without their access log"

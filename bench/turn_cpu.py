@@ -1,7 +1,7 @@
 """CPU per message of the chat API, in one process: the figure each cut of the message path is measured by.
 
     PYTHONPATH=. .venv/bin/python bench/turn_cpu.py [--messages 3000] [--clients 8] [--rounds 3]
-        [--path keyword|examples|goal] [--knowledge on|off] [--stages [--gil] [--keep-stacks FILE]]
+        [--path keyword|examples|goal] [--knowledge on|off] [--features on|off] [--stages [--gil] [--keep-stacks FILE]]
 
 ``bench/chat_load.py`` measures the served platform under load, but its CPU per message moves with whatever else
 the two cores run (the load generator included). This runs the same request — ``POST /api/gateway/message`` with
@@ -21,7 +21,10 @@ rounds and splits the CPU a message by pipeline stage (:mod:`bench.turn_stages`)
 ``--knowledge off`` measures the profile as one that does not use its help centre: after the seed it sets the
 profile's own knowledge setting, ``retrieval``, to false and publishes the profile (``routing_publish``), as an
 operator would in the admin; the documents stay. On a tree from before knowledge existed (``bench/compare.py
---bench-from-head`` against an older commit) there is nothing to switch off and the run says so.
+--bench-from-head`` against an older commit) there is nothing to switch off and the run says so. ``--features off``
+goes further: every feature the profile can switch for itself is set off (``bench/chat_load.py``'s
+``FEATURE_SWITCHES``: the knowledge's retrieval, the examples tier's keyword check, the running summary), the profile
+that uses none of them; on an older tree, what it has of them.
 """
 
 from __future__ import annotations
@@ -61,14 +64,15 @@ try:
 except ImportError:  # an older tree (bench/compare.py --bench-from-head): the module before it moved to infra/
     from common.heap import heap_settle  # type: ignore[no-redef]
 try:
-    from bench.chat_load import KNOWLEDGE_HELP, knowledge_switched_off
+    from bench.chat_load import FEATURES_HELP, KNOWLEDGE_HELP, switched_off
 except ImportError:  # an older tree's chat_load.py (bench/compare.py --bench-from-head turn_cpu.py back to d34cf42)
     KNOWLEDGE_HELP = "off: the profile's knowledge retrieval switched off and published; on: as seeded"
+    FEATURES_HELP = "off: every feature the profile switches for itself set off and published; on: as seeded"
 
-    def knowledge_switched_off(env: dict[str, str], agent_id: str) -> str:
-        if (ROOT / "knowledge").is_dir():
-            raise SystemExit("--knowledge off: this tree's bench/chat_load.py cannot switch it off (copy the head's)")
-        return "knowledge: off (this tree has no knowledge to switch off)"
+    def switched_off(env: dict[str, str], agent_id: str, args: argparse.Namespace) -> str:
+        if (ROOT / "knowledge").is_dir() and "off" in (args.knowledge, args.features):
+            raise SystemExit("--knowledge/--features off: this tree's bench/chat_load.py cannot switch them (copy it)")
+        return "knowledge: as seeded (this tree has no knowledge, nor the features to switch off)"
 
 
 # Questions to telecom_contas that no keyword matches: the examples tier decides them (the run counts the methods).
@@ -219,9 +223,7 @@ def run(args: argparse.Namespace) -> int:
         _manage(env, "migrate", "--noinput")
         _manage(env, "seed_demo", *(["--sync"] if args.path == "goal" else []))
         key = _manage(env, "create_api_key", "--tenant", TENANT).strip().splitlines()[-1]
-        knowledge = "knowledge: as seeded (on)"
-        if args.knowledge == "off":
-            knowledge = knowledge_switched_off(env, PATHS[args.path][0])
+        knowledge = switched_off(env, PATHS[args.path][0], args)
         os.environ.update(env)
         postmaster = _postmaster_pid(env["DATABASE_URL"])
         stacks = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="turn-stages-"))) / "stacks.txt"
@@ -299,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         default="on",
         help=KNOWLEDGE_HELP,
     )
+    parser.add_argument("--features", choices=("on", "off"), default="on", help=FEATURES_HELP)
     parser.add_argument("--stages", action="store_true", help="split the CPU a message by stage (py-spy)")
     parser.add_argument("--gil", action="store_true", help="with --stages: sample only the thread holding the GIL")
     parser.add_argument("--keep-stacks", type=Path, help="with --stages: keep py-spy's collapsed stacks in this file")
