@@ -48,3 +48,25 @@ def pushes_reach_every_worker_check(app_configs: Sequence[AppConfig] | None, **k
     """Every web worker's sockets receive the pushes any worker sends (``common.W002``)."""
     problem = pushes_split()
     return [Warning(f"{problem}.", hint=PUSHES_SPLIT_HINT, id="common.W002")] if problem else []
+
+
+EMBEDDINGS_PREFIXES = tuple(
+    f"{endpoint}_EMBEDDINGS_{role}_PREFIX" for endpoint in ("ROUTER", "KNOWLEDGE") for role in ("QUERY", "DOCUMENT")
+)
+
+
+@register()
+def embeddings_prefix_check(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[CheckMessage]:
+    """Every embeddings prefix that is set ends with a space (``common.W003``): one that does not runs into the text
+    after it (``query:`` reaches the model as ``query:what is…``), most often because a shell, an ``.env`` file or a
+    manifest dropped the trailing space of an unquoted value."""
+    return [
+        Warning(
+            f"{name} is {value!r}, which does not end with a space: the model reads it run into the text "
+            f"({value + 'what is my balance'!r}).",
+            hint=f'Quote the value to keep its trailing space: {name}="{value} " (the model card gives the prefix).',
+            id="common.W003",
+        )
+        for name in EMBEDDINGS_PREFIXES
+        if (value := getattr(settings, name)) and not value[-1].isspace()
+    ]
