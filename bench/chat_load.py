@@ -349,7 +349,7 @@ FEATURES_HELP = (
 )
 # Each profile setting that switches a feature of the message path, and its value for "off". A tree that lacks one
 # (an older commit under bench/compare.py --bench-from-head) has nothing of it to switch.
-FEATURE_SWITCHES = {"examples_keyword_check": 1.0}
+FEATURE_SWITCHES = {"examples_keyword_check": 1.0, "summarise_conversations": False}
 FEATURES_OFF = """
 from agents.models import AgentProfile
 profile = AgentProfile.objects.get(agent_id={agent_id!r})
