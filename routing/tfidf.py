@@ -5,7 +5,9 @@ L2-normalised as scikit-learn's ``TfidfVectorizer`` makes it (the figures are :m
 
 from __future__ import annotations
 
+import bisect
 import itertools
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,6 +53,9 @@ class TfidfVectoriser:
         self._lexicon: tuple[Any, ...] = ()
         # The examples' words: each one's row in a table (CSR) of its n-grams' columns and how often each occurs in it.
         self._table: tuple[np.ndarray, np.ndarray, np.ndarray] = (np.zeros(1, np.int64), NO_FEATURES, NO_WEIGHTS)
+        # The few words holding an n-gram more than once ("banana"): each one's row → those n-grams' columns, as many
+        # times as each occurs in it beyond the first (vector() counts the table's n-grams once each).
+        self._repeated: dict[int, list[int]] = {}
         self._idf: np.ndarray = NO_WEIGHTS
         self._unigrams: np.ndarray = NO_FEATURES  # per fitted word, its word-block column (-1: a word of one letter)
 
@@ -136,6 +141,12 @@ class TfidfVectoriser:
         self.idf = idf.astype(np.float32)
         self._idf = idf.astype(np.float64)
         self._table = (table.indptr.astype(np.int64), table.indices.astype(np.int32), table.data)
+        repeated = np.flatnonzero(table.data > 1)
+        self._repeated = {}
+        for entry, row in zip(
+            repeated.tolist(), (np.searchsorted(table.indptr, repeated, side="right") - 1).tolist(), strict=True
+        ):
+            self._repeated.setdefault(row, []).extend([int(table.indices[entry])] * (int(table.data[entry]) - 1))
         self._unigrams = np.array([chars + terms[word] if len(word) > 1 else -1 for word in rows], dtype=np.int64)
         self._rows, self._pairs = rows, np.asarray(pairs, np.int64).reshape(-1, 3)
         self._lexicon = ()
@@ -159,39 +170,41 @@ class TfidfVectoriser:
 
     def vector(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """The message's TF-IDF vector as (feature indexes ascending, weights), each block L2-normalised; empty when
-        nothing is known. NumPy over the fitted tables (what :func:`routing.examples_kernel.message_vector` computes
-        in one compiled call): a fitted word brings its row of n-grams, a word no example has the n-grams the
-        vocabulary knows of it; the word block takes the words of two letters or more and the pairs of consecutive
-        ones that the examples have."""
+        nothing is known. The features counted over the fitted tables, weighed in NumPy (what
+        :func:`routing.examples_kernel.message_vector` computes in one compiled call): a fitted word brings its row of
+        n-grams, a word no example has the n-grams the vocabulary knows of it; the word block takes the words of two
+        letters or more and the pairs of consecutive ones that the examples have."""
         words = normalize(text).split()
-        rows = self._rows
-        fitted = [rows[word] for word in words if word in rows]
-        extra = [
-            column
-            for word in words
-            if word not in rows
-            for column in map(self.vocabulary.get, self.grams(word))
-            if column is not None
-        ]
+        rows, vocabulary, chars = self._rows, self.vocabulary, self.chars
+        starts, grams, _ = self._table
+        # Each feature's count, counted by a Counter: a message has a few dozen features, and NumPy's sort, gathers
+        # and bincount over them cost more than counting them (whole numbers, the same in any order). A fitted word
+        # brings its n-grams once each, and again as often as the few it holds more than once (``_repeated``).
+        found: list[int] = []
+        for word in words:
+            row = rows.get(word)
+            if row is not None:
+                first, last = int(starts[row]), int(starts[row + 1])
+                found += grams[first:last].tolist()
+                if row in self._repeated:
+                    found += self._repeated[row]
+                continue
+            found += [column for column in map(vocabulary.get, self.grams(word)) if column is not None]
         tokens = [word for word in words if len(word) > 1]
         terms = [*tokens, *(f"{first} {second}" for first, second in itertools.pairwise(tokens))]
-        extra.extend(self.chars + column for column in map(self.words.get, terms) if column is not None)
-        starts, grams, counts = self._table
-        said = np.asarray(fitted, np.int64)
-        entries = index_ranges(starts[said], starts[said + 1])
-        features, inverse = np.unique(
-            np.concatenate([grams[entries], np.asarray(extra, np.int64)]), return_inverse=True
-        )
-        if not len(features):
+        found += [chars + column for column in map(self.words.get, terms) if column is not None]
+        frequency = Counter(found)
+        if not frequency:
             return NO_FEATURES, NO_WEIGHTS
-        frequency = np.bincount(inverse, np.concatenate([counts[entries], np.ones(len(extra))]), len(features))
-        weights = (1.0 + np.log(frequency)) * self._idf[features]
-        words_block = features >= self.chars
-        norms = np.sqrt(
-            [np.dot(weights[~words_block], weights[~words_block]), np.dot(weights[words_block], weights[words_block])]
-        )
-        divisor = norms[words_block.astype(np.int64)]
-        return features, weights / np.where(divisor > 0, divisor, 1.0)
+        ordered = sorted(frequency)
+        features = np.array(ordered, np.int64)
+        weights = (1.0 + np.log(np.array([frequency[column] for column in ordered]))) * self._idf[features]
+        split = bisect.bisect_left(ordered, chars)  # the n-gram block, then the word block
+        for block in (weights[:split], weights[split:]):
+            norm = np.sqrt(np.dot(block, block))
+            if norm > 0:
+                block /= norm
+        return features, weights
 
 
 def index_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
