@@ -460,10 +460,12 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     hit_agents, closing_words = _moves_read_on(request, asked)
     control = {tool.name: tool for tool in request.control}
     model = provider.chat_model(
-        context=request.model_context,
-        display_name=request.profile.display_name_in(request.specialist, request.language),
-        topic=topic,
         agent=request.specialist.name,
+        display_name=request.profile.display_name_in(request.specialist, request.language),
+    )
+    turn = provider.turn_options(
+        context=request.model_context,
+        topic=topic,
         hit_agents=hit_agents,
         closing_words=closing_words,
         person_asked=REQUEST_HUMAN in control and person_asked_in(request.text),
@@ -487,7 +489,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     if request.remembers:
         definitions.append(remember_definition())
     options = provider.call_options(request.generation) if request.generation is not None else {}
-    runnable = _bound(model.bind_tools(definitions) if definitions else model, options)
+    runnable = _bound(model.bind_tools(definitions, **turn), options) if definitions else _bound(model, turn | options)
 
     messages: list[BaseMessage] = [SystemMessage(_system_prompt(request))]
     messages.extend(SystemMessage(note) for note in request.memory)
@@ -518,7 +520,9 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         else:
             outcome.stopped = "step_limit"
             messages.append(SystemMessage(STEP_LIMIT_NOTE))
-            final = _bound(model.bind_tools(definitions, tool_choice="none") if definitions else model, options)
+            final = (
+                _bound(model.bind_tools(definitions, tool_choice="none", **turn), options) if definitions else runnable
+            )
             outcome.steps += 1
             outcome.answer = _text(outcome.counted(await _ask(final, messages, speaking, provider.model_name)))
     except Exception as exc:  # noqa: BLE001 — the user gets a graceful answer, the error is recorded
