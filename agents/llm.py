@@ -193,6 +193,7 @@ class ModelProvider:
     """
 
     name: ClassVar[str]
+    reads_turn: ClassVar[bool] = False  # its calls read ``turn_options`` (worked out only for a model that reads them)
 
     def __init__(self, profile: ModelSettings) -> None:
         self.profile = profile
@@ -256,6 +257,7 @@ class OfflineModel(ModelProvider):
     """
 
     name = "offline"
+    reads_turn = True
 
     @property
     def model_name(self) -> str:
