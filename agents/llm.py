@@ -31,7 +31,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any, ClassVar, Protocol
 
@@ -291,9 +291,7 @@ class OfflineModel(ModelProvider):
         intent_tools: tuple[str, ...] = (),
         small_talk: str = "",
     ) -> dict[str, Any]:
-        turn = OfflineTurn(
-            context, topic, tuple(hit_agents), tuple(closing_words), person_asked, intent_tools, small_talk, language
-        )
+        turn = OfflineTurn(context, topic, hit_agents, closing_words, person_asked, intent_tools, small_talk, language)
         return {OFFLINE_TURN: turn}
 
 
@@ -358,6 +356,9 @@ class OfflineChatModel(BaseChatModel):
     JSON object or schema), ``stop`` sequences and ``max_tokens`` (its own count, four characters a token), and
     it reports ``finish_reason`` (``"length"`` when cut) as an endpoint does, and the length its formatted answer
     would have had when its text was cut to fit the answer's limit (:data:`agents.generation.ANSWER_CHARS_ASKED`).
+
+    What it reads of the turn (the request context, the agents the message hits, …) each call is handed as an
+    :class:`OfflineTurn` (``offline_turn``, bound with the tools), so that one model serves every turn of its speaker.
     """
 
     context: dict[str, Any] | None = None
@@ -376,16 +377,7 @@ class OfflineChatModel(BaseChatModel):
     @cached_property
     def own_turn(self) -> OfflineTurn:
         """The turn of a model built for one (its own fields), read when a call is handed none."""
-        return OfflineTurn(
-            self.context,
-            self.topic,
-            self.hit_agents,
-            self.closing_words,
-            self.person_asked,
-            self.intent_tools,
-            self.small_talk,
-            self.language,
-        )
+        return OfflineTurn(**{field.name: getattr(self, field.name) for field in fields(OfflineTurn)})
 
     def __repr_args__(self) -> Any:
         """Who is speaking, not the customer's ``context``: langchain hands every callback the model's ``repr`` on
