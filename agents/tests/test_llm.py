@@ -13,6 +13,16 @@ from tests.stock_paths import fast_path_only
 
 pytestmark = pytest.mark.django_db
 
+# A tool with one required argument, as the runtime hands the offline model its definitions.
+INVOICE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "invoice_lookup",
+        "description": "The customer's invoice.",
+        "parameters": {"type": "object", "properties": {"line": {"type": "string"}}, "required": ["line"]},
+    },
+}
+
 
 def send(api, text, session_id="s-llm"):
     return api.post(
@@ -248,14 +258,7 @@ def test_one_offline_model_serves_every_turn_of_its_speaker_and_keeps_nothing_of
 
     from agents.llm import OfflineModel
 
-    tool = {
-        "type": "function",
-        "function": {
-            "name": "invoice_lookup",
-            "description": "The customer's invoice.",
-            "parameters": {"type": "object", "properties": {"line": {"type": "string"}}, "required": ["line"]},
-        },
-    }
+    tool = INVOICE_TOOL
     handoff = ControlTool(REQUEST_HANDOFF, ("orders_agent",)).definition()
     provider, other_tenants = OfflineModel(None), OfflineModel(None)
     model = provider.chat_model(agent="billing_agent", display_name="Faturas")
@@ -306,14 +309,7 @@ def test_an_offline_model_call_raises_no_attribute_miss_and_sets_no_warnings_fil
         async def on_chat_model_start(self, serialized, messages, **kwargs):
             self.started.append(kwargs)
 
-    tool = {
-        "type": "function",
-        "function": {
-            "name": "invoice_lookup",
-            "description": "The customer's invoice.",
-            "parameters": {"type": "object", "properties": {"line": {"type": "string"}}, "required": ["line"]},
-        },
-    }
+    tool = INVOICE_TOOL
     provider = OfflineModel(None)
     model = provider.chat_model(display_name="Faturas", agent="billing_agent")
     assert model._serialized == dumpd(model)

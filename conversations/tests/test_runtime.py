@@ -141,13 +141,8 @@ def person_asked_reads(monkeypatch) -> list[str]:
     from conversations import runtime
 
     read: list[str] = []
-    person_asked_in = runtime.person_asked_in
-
-    def counting(text: str) -> bool:
-        read.append(text)
-        return person_asked_in(text)
-
-    monkeypatch.setattr(runtime, "person_asked_in", counting)
+    asked = runtime.person_asked_in
+    monkeypatch.setattr(runtime, "person_asked_in", lambda text: read.append(text) or asked(text))
     return read
 
 
