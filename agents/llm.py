@@ -31,6 +31,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any, ClassVar, Protocol
 
@@ -185,12 +186,14 @@ def key_held(profile: ModelSettings) -> bool:
 class ModelProvider:
     """Contract of a model provider.
 
-    ``chat_model`` returns a langchain-core chat model that supports ``bind_tools``; the specialist
-    runtime (:mod:`conversations.runtime`) drives it, the same loop for every
-    provider, and turns its errors into graceful answers.
+    ``chat_model`` returns a langchain-core chat model that supports ``bind_tools``, and ``turn_options`` the
+    keyword arguments its calls take for one turn (bound with the tools); the specialist runtime
+    (:mod:`conversations.runtime`) drives it, the same loop for every provider, and turns its errors into graceful
+    answers. A chat model holds nothing of a turn: one serves every turn of its speaker.
     """
 
     name: ClassVar[str]
+    reads_turn: ClassVar[bool] = False  # its calls read ``turn_options`` (worked out only for a model that reads them)
 
     def __init__(self, profile: ModelSettings) -> None:
         self.profile = profile
@@ -204,34 +207,35 @@ class ModelProvider:
         (bound with ``Runnable.bind``; :mod:`agents.generation` says what each provider honours)."""
         raise NotImplementedError
 
-    def chat_model(
+    def chat_model(self, *, agent: str = "", display_name: str = "") -> BaseChatModel:
+        """The chat model that speaks as ``agent`` (its ``display_name`` written in the conversation's language)."""
+        raise NotImplementedError
+
+    def turn_options(
         self,
         *,
         context: dict[str, Any],
-        display_name: str,
         topic: str,
-        agent: str = "",
         hit_agents: tuple[str, ...] = (),
         closing_words: tuple[str, ...] = (),
         person_asked: bool = False,
         language: str = "",
         intent_tools: tuple[str, ...] = (),
         small_talk: str = "",
-    ) -> BaseChatModel:
-        """A chat model for one specialist turn; ``context`` is the (masked) request context.
+    ) -> dict[str, Any]:
+        """What the offline model reads of one turn, as its calls' keyword arguments (none for a real model, which
+        reads its prompt instead); ``context`` is the (masked) request context.
 
-        ``agent``, ``hit_agents`` (the specialists whose intents the message
-        hits, best first), ``closing_words`` and ``person_asked`` (the message
-        asks for a person) are what the offline model decides handoffs,
-        delegation and hand-overs to people on; a real model reads its prompt instead.
-        ``language`` is the conversation's: the offline model writes its own words in it; ``display_name`` and
-        ``topic`` (the intent's subject line, ``""`` when it has none in that language) come written in it.
+        ``hit_agents`` (the specialists whose intents the message hits, best first), ``closing_words`` and
+        ``person_asked`` (the message asks for a person) are what the offline model decides handoffs, delegation and
+        hand-overs to people on. ``language`` is the conversation's: the offline model writes its own words in it;
+        ``topic`` (the intent's subject line, ``""`` when it has none in that language) comes written in it.
         ``intent_tools`` are the offered tools the winning intent lists itself, which the offline model reads to
         tell whether a tool with no required argument is asked for. ``small_talk``: the kind of small talk the
         message is (a greeting, thanks, a goodbye, a question about the assistant; ``""``: none), which the offline
         model answers in kind.
         """
-        raise NotImplementedError
+        return {}
 
 
 # --- offline -------------------------------------------------------------------
@@ -253,6 +257,7 @@ class OfflineModel(ModelProvider):
     """
 
     name = "offline"
+    reads_turn = True
 
     @property
     def model_name(self) -> str:
@@ -261,33 +266,59 @@ class OfflineModel(ModelProvider):
     def call_options(self, generation: Generation) -> dict[str, Any]:
         return generation.offline_options()
 
-    def chat_model(
+    def chat_model(self, *, agent: str = "", display_name: str = "") -> BaseChatModel:
+        """Built once a process for each speaker (:data:`_speakers`): building one and its bookkeeping cost
+        about as much as the reply itself, on every turn."""
+        key = (agent, display_name, settings.OFFLINE_LLM_LATENCY_MS)
+        model = _speakers.get(key)
+        if model is None:
+            model = OfflineChatModel(agent=agent, display_name=display_name, latency_ms=key[2])
+            with _speakers_lock:
+                if len(_speakers) >= SPEAKERS_KEPT:
+                    _speakers.clear()
+                model = _speakers.setdefault(key, model)
+        return model
+
+    def turn_options(
         self,
         *,
         context: dict[str, Any],
-        display_name: str,
         topic: str,
-        agent: str = "",
         hit_agents: tuple[str, ...] = (),
         closing_words: tuple[str, ...] = (),
         person_asked: bool = False,
         language: str = "",
         intent_tools: tuple[str, ...] = (),
         small_talk: str = "",
-    ) -> BaseChatModel:
-        return OfflineChatModel(
-            language=language,
-            context=context,
-            display_name=display_name,
-            topic=topic,
-            latency_ms=settings.OFFLINE_LLM_LATENCY_MS,
-            agent=agent,
-            hit_agents=tuple(hit_agents),
-            closing_words=tuple(closing_words),
-            person_asked=person_asked,
-            intent_tools=tuple(intent_tools),
-            small_talk=small_talk,
-        )
+    ) -> dict[str, Any]:
+        turn = OfflineTurn(context, topic, hit_agents, closing_words, person_asked, intent_tools, small_talk, language)
+        return {OFFLINE_TURN: turn}
+
+
+# The offline models by who speaks (agent, display name, latency): they hold nothing of a turn or a conversation, which
+# each call is given (OfflineTurn), so one serves every tenant's turns; a bounded set, forgotten when it fills.
+SPEAKERS_KEPT = 4096
+_speakers: dict[tuple[str, str, int], OfflineChatModel] = {}
+_speakers_lock = threading.Lock()
+OFFLINE_TURN = "offline_turn"  # the keyword argument that hands the offline model its turn
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class OfflineTurn:
+    """What the offline model reads of one turn (:meth:`ModelProvider.turn_options` says what each is); a model built
+    directly for one turn reads its own fields instead (:attr:`OfflineChatModel.own_turn`)."""
+
+    context: dict[str, Any] | None = None
+    topic: str = ""
+    hit_agents: tuple[str, ...] = ()
+    closing_words: tuple[str, ...] = ()
+    person_asked: bool = False
+    intent_tools: tuple[str, ...] = ()
+    small_talk: str = ""
+    language: str = ""
+
+    def __repr__(self) -> str:  # handed to callbacks with the call's options: never the customer's context
+        return "OfflineTurn(…)"
 
 
 class OfflineChatModel(BaseChatModel):
@@ -325,6 +356,9 @@ class OfflineChatModel(BaseChatModel):
     JSON object or schema), ``stop`` sequences and ``max_tokens`` (its own count, four characters a token), and
     it reports ``finish_reason`` (``"length"`` when cut) as an endpoint does, and the length its formatted answer
     would have had when its text was cut to fit the answer's limit (:data:`agents.generation.ANSWER_CHARS_ASKED`).
+
+    What it reads of the turn (the request context, the agents the message hits, …) each call is handed as an
+    :class:`OfflineTurn` (``offline_turn``, bound with the tools), so that one model serves every turn of its speaker.
     """
 
     context: dict[str, Any] | None = None
@@ -339,6 +373,11 @@ class OfflineChatModel(BaseChatModel):
     intent_tools: tuple[str, ...] = ()  # the offered tools the winning intent lists itself
     small_talk: str = ""  # the message's kind of small talk, answered in kind (OFFLINE_SMALL_TALK)
     language: str = ""  # the conversation's; "" → the message's, else OFFLINE_LANGUAGE
+
+    @cached_property
+    def own_turn(self) -> OfflineTurn:
+        """The turn of a model built for one (its own fields), read when a call is handed none."""
+        return OfflineTurn(**{field.name: getattr(self, field.name) for field in fields(OfflineTurn)})
 
     def __repr_args__(self) -> Any:
         """Who is speaking, not the customer's ``context``: langchain hands every callback the model's ``repr`` on
@@ -373,7 +412,7 @@ class OfflineChatModel(BaseChatModel):
         parameters), without its per-call ``dict()`` under a deprecation-warnings filter."""
         if stock_paths():
             return super()._get_invocation_params(stop=stop, **kwargs)
-        return {"_type": self._llm_type, "stop": stop, **kwargs}
+        return {"_type": self._llm_type, "stop": stop, **{k: v for k, v in kwargs.items() if k != OFFLINE_TURN}}
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         """The tracing parameters, named: langchain's own looked for ``model``, ``model_name``, ``temperature`` and
@@ -395,16 +434,18 @@ class OfflineChatModel(BaseChatModel):
     def bind_tools(self, tools, *, tool_choice: str | None = None, **kwargs):
         return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], tool_choice=tool_choice, **kwargs)
 
-    def _reply(self, messages: list[Any], tools: list[dict[str, Any]], tool_choice: str | None) -> AIMessage:
+    def _reply(
+        self, messages: list[Any], tools: list[dict[str, Any]], tool_choice: str | None, turn: OfflineTurn
+    ) -> AIMessage:
         last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         results = [m for m in messages[last_human + 1 :] if isinstance(m, ToolMessage)]
         text = messages[last_human].content if last_human >= 0 else ""
         if not isinstance(text, str):
             text = messages[last_human].text
-        language = self.language or detect_language(text) or OFFLINE_LANGUAGE
+        language = turn.language or detect_language(text) or OFFLINE_LANGUAGE
         words = offline_words(language)
         if not results and tools and tool_choice != "none":
-            move = self._move(text, messages[:last_human], tools, words)
+            move = self._move(text, messages[:last_human], tools, words, turn)
             if move is not None:
                 return move
         declined = declined_tool(m.text for m in messages[:last_human] if isinstance(m, SystemMessage))
@@ -412,7 +453,7 @@ class OfflineChatModel(BaseChatModel):
             text = next((m.text for m in reversed(messages[:last_human]) if isinstance(m, HumanMessage)), text)
         if not results and tools and tool_choice != "none":
             calls: list[ToolCall] = []
-            asked = asked_without_arguments(tools, self.intent_tools, text)
+            asked = asked_without_arguments(tools, turn.intent_tools, text)
             said: list[str] | None = None  # the history's identifiers, read for the first tool that wants arguments
             for tool in tools:
                 function = tool["function"]
@@ -424,7 +465,7 @@ class OfflineChatModel(BaseChatModel):
                     continue
                 if said is None:
                     said = said_identifiers(messages[: last_human + 1])
-                context = {**said_values(parameters, said), **(self.context or {})}
+                context = {**said_values(parameters, said), **(turn.context or {})}
                 if all(context.get(name) not in (None, "") for name in required):
                     arguments = {
                         name: context[name]
@@ -439,7 +480,7 @@ class OfflineChatModel(BaseChatModel):
             if calls:
                 return AIMessage(content="", tool_calls=calls)
             handed = any(isinstance(m, SystemMessage) and passages_read(m.content) for m in messages[:last_human])
-            if not handed and documents_asked(tools, self.intent_tools, text):
+            if not handed and documents_asked(tools, turn.intent_tools, text):
                 search: ToolCall = {
                     "name": SEARCH_KNOWLEDGE,
                     "args": {"query": text},
@@ -454,9 +495,9 @@ class OfflineChatModel(BaseChatModel):
             passages handed before the model do not answer it ("Mi factura llegó muy alta, ¿puede revisarla?"),
             unless it asks a question in general besides ("mi lavadora se rompió, ¿la cubre la garantía?"). Read only
             when a note of passages was handed (never where the profile's knowledge is off)."""
-            return not (self.intent_tools and own_request(text))
+            return not (turn.intent_tools and own_request(text))
 
-        reply = self._answer(messages[:last_human], text, others, language, notes_read=notes_read)
+        reply = self._answer(messages[:last_human], text, others, language, turn, notes_read=notes_read)
         if declined is not None:  # what it could not check, said plainly
             reply.content = f"{reply.text} " + words["declined"].format(tool=declined)
         saved = [tool_data_read(result.content) for result in noted if getattr(result, "status", "success") != "error"]
@@ -471,6 +512,7 @@ class OfflineChatModel(BaseChatModel):
         text: str,
         results: list[Any],
         language: str,
+        turn: OfflineTurn,
         *,
         notes_read: Callable[[], bool] = lambda: True,
     ) -> AIMessage:
@@ -503,10 +545,10 @@ class OfflineChatModel(BaseChatModel):
             quote = " ".join(relevant_sentences(passages[0].text, text)).replace("”", '"')
             return AIMessage(content=f"{header} {words['documents']} “{quote}” [{passages[0].number}]")
         ended = any(isinstance(m, SystemMessage) and _ENDED_NOTE.search(m.text) for m in earlier)
-        if self.small_talk in OFFLINE_SMALL_TALK:  # small talk alone: answered in kind
-            reply = (header, words["resumed"] if ended else "", say(language, OFFLINE_SMALL_TALK[self.small_talk]))
+        if turn.small_talk in OFFLINE_SMALL_TALK:  # small talk alone: answered in kind
+            reply = (header, words["resumed"] if ended else "", say(language, OFFLINE_SMALL_TALK[turn.small_talk]))
             return AIMessage(content=" ".join(part for part in reply if part))
-        subject = words["subject"].format(topic=self.topic) if self.topic else ""
+        subject = words["subject"].format(topic=turn.topic) if turn.topic else ""
         parts = [
             header,
             words["resumed"] if ended else "",
@@ -517,22 +559,22 @@ class OfflineChatModel(BaseChatModel):
         return AIMessage(content=" ".join(part for part in (*parts, words["will_handle"]) if part))
 
     def _move(
-        self, text: str, earlier: list[Any], tools: list[dict[str, Any]], words: dict[str, str]
+        self, text: str, earlier: list[Any], tools: list[dict[str, Any]], words: dict[str, str], turn: OfflineTurn
     ) -> AIMessage | None:
         """A handoff, delegation or end of sub-conversation, when the rules above call for one, in ``words``."""
         offered = {tool["function"]["name"]: tool["function"] for tool in tools}
-        own = self.agent in self.hit_agents
+        own = self.agent in turn.hit_agents
         header = f"{self.display_name} {words['notice']}:"
 
         def reachable(name: str) -> list[str]:
             properties = (offered[name].get("parameters") or {}).get("properties", {})
             allowed = (properties.get("target_agent") or properties.get("specialist_role") or {}).get("enum", [])
-            return [agent for agent in self.hit_agents if agent in allowed and agent != self.agent]
+            return [agent for agent in turn.hit_agents if agent in allowed and agent != self.agent]
 
         def call(name: str, args: dict[str, Any], content: str = "") -> AIMessage:
             return AIMessage(content=content, tool_calls=[{"name": name, "args": args, "id": f"offline_{name}"}])
 
-        if REQUEST_HUMAN in offered and self.person_asked:
+        if REQUEST_HUMAN in offered and turn.person_asked:
             return call(
                 REQUEST_HUMAN,
                 {
@@ -542,7 +584,7 @@ class OfflineChatModel(BaseChatModel):
             )
 
         if END_SUB_CONVERSATION in offered:
-            closing = phrase_found(text, self.closing_words)
+            closing = phrase_found(text, turn.closing_words)
             if closing:
                 said = next((m.content for m in reversed(earlier) if isinstance(m, AIMessage) and m.content), "")
                 return call(
@@ -555,14 +597,14 @@ class OfflineChatModel(BaseChatModel):
                     },
                     f"{header} {words['glad']}",
                 )
-            if self.hit_agents and self.hit_agents[0] != self.agent:
+            if turn.hit_agents and turn.hit_agents[0] != self.agent:
                 return call(
                     END_SUB_CONVERSATION,
                     {
                         "status": "out_of_scope",
-                        "final_result": {"reason": "out_of_scope", "suggested_specialist": self.hit_agents[0]},
+                        "final_result": {"reason": "out_of_scope", "suggested_specialist": turn.hit_agents[0]},
                         "last_user_message": text,
-                        "message_to_coordinator": words["out_of_scope"].format(agent=self.hit_agents[0]),
+                        "message_to_coordinator": words["out_of_scope"].format(agent=turn.hit_agents[0]),
                     },
                 )
         if REQUEST_SUB_CONVERSATION in offered:
@@ -595,7 +637,8 @@ class OfflineChatModel(BaseChatModel):
 
     def _written(self, messages: list[Any], stop: list[str] | None, kwargs: dict[str, Any]) -> AIMessage:
         """The reply, its text as the call asks it written, counted."""
-        reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
+        turn = kwargs.get(OFFLINE_TURN) or self.own_turn
+        reply = self._reply(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"), turn)
         if not reply.tool_calls:
             written = str(reply.text)
             metadata: dict[str, Any] = {}
@@ -838,20 +881,7 @@ class OpenAICompatibleModel(ModelProvider):
     def call_options(self, generation: Generation) -> dict[str, Any]:
         return generation.request_options()
 
-    def chat_model(
-        self,
-        *,
-        context: dict[str, Any],
-        display_name: str,
-        topic: str,
-        agent: str = "",
-        hit_agents: tuple[str, ...] = (),
-        closing_words: tuple[str, ...] = (),
-        person_asked: bool = False,
-        language: str = "",
-        intent_tools: tuple[str, ...] = (),
-        small_talk: str = "",
-    ) -> BaseChatModel:
+    def chat_model(self, *, agent: str = "", display_name: str = "") -> BaseChatModel:
         return self.client()
 
 

@@ -33,6 +33,7 @@ from agents.knowledge_settings import KnowledgeSettings, SpecialistKnowledge, va
 from agents.llm import (
     ERROR_ANSWER,
     TOOL_DATA_NOTE,
+    ModelProvider,
     OpenAICompatibleModel,
     judge_asker,
     key_held,
@@ -170,6 +171,7 @@ __all__ = [
     "Generation",
     "KnowledgeSettings",
     "McpUnavailable",
+    "ModelProvider",
     "NotedPassage",
     "OpenAICompatibleModel",
     "ProfileSetting",

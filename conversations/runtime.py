@@ -41,6 +41,7 @@ from agents.public import (
     TOOL_DATA_NOTE,
     Endpoint,
     Generation,
+    ModelProvider,
     ToolResult,
     arguments_from_context,
     declined_tool,
@@ -451,19 +452,18 @@ def _bound(runnable: Any, options: dict[str, Any]) -> Any:
     return runnable.bind(**options) if options else runnable
 
 
-async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
-    started = time.perf_counter()
-    started_at = time.time()
-    provider = provider_for(request.profile)
-    topic = (request.intent_description or "").strip().rstrip(".")
-    asked = asked_text(request)  # read once: the moves and the knowledge search both go on it
+def _turn_options(
+    request: SpecialistRequest, provider: ModelProvider, asked: str, control: dict[str, ControlTool]
+) -> dict[str, Any]:
+    """What the model's calls are handed of the turn besides its messages (:meth:`ModelProvider.turn_options`): the
+    offline model's rules read the specialists the message hits, its closing words, whether it asks for a person, the
+    intent's tools and its small talk; a real model reads its prompt, and none of it is worked out for one."""
+    if not provider.reads_turn:
+        return {}
     hit_agents, closing_words = _moves_read_on(request, asked)
-    control = {tool.name: tool for tool in request.control}
-    model = provider.chat_model(
+    return provider.turn_options(
         context=request.model_context,
-        display_name=request.profile.display_name_in(request.specialist, request.language),
-        topic=topic,
-        agent=request.specialist.name,
+        topic=(request.intent_description or "").strip().rstrip("."),
         hit_agents=hit_agents,
         closing_words=closing_words,
         person_asked=REQUEST_HUMAN in control and person_asked_in(request.text),
@@ -471,6 +471,19 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         intent_tools=intent_named_tools(request),
         small_talk=small_talk_kind(request.intent),
     )
+
+
+async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
+    started = time.perf_counter()
+    started_at = time.time()
+    provider = provider_for(request.profile)
+    asked = asked_text(request)  # read once: the moves and the knowledge search both go on it
+    control = {tool.name: tool for tool in request.control}
+    model = provider.chat_model(
+        agent=request.specialist.name,
+        display_name=request.profile.display_name_in(request.specialist, request.language),
+    )
+    turn = _turn_options(request, provider, asked, control)
     offered = {tool.name: tool for tool in request.tools}
     knowledge, searches = await knowledge_prepared(
         profile=request.profile,
@@ -487,7 +500,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     if request.remembers:
         definitions.append(remember_definition())
     options = provider.call_options(request.generation) if request.generation is not None else {}
-    runnable = _bound(model.bind_tools(definitions) if definitions else model, options)
+    runnable = _bound(model.bind_tools(definitions, **turn), options) if definitions else _bound(model, turn | options)
 
     messages: list[BaseMessage] = [SystemMessage(_system_prompt(request))]
     messages.extend(SystemMessage(note) for note in request.memory)
@@ -518,7 +531,9 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         else:
             outcome.stopped = "step_limit"
             messages.append(SystemMessage(STEP_LIMIT_NOTE))
-            final = _bound(model.bind_tools(definitions, tool_choice="none") if definitions else model, options)
+            final = (
+                _bound(model.bind_tools(definitions, tool_choice="none", **turn), options) if definitions else runnable
+            )
             outcome.steps += 1
             outcome.answer = _text(outcome.counted(await _ask(final, messages, speaking, provider.model_name)))
     except Exception as exc:  # noqa: BLE001 — the user gets a graceful answer, the error is recorded

@@ -8,9 +8,20 @@ import pytest
 
 from agents.llm import ERROR_ANSWER
 from common.i18n import say as say_in
+from handoffs.public import REQUEST_HANDOFF, ControlTool
 from tests.stock_paths import fast_path_only
 
 pytestmark = pytest.mark.django_db
+
+# A tool with one required argument, as the runtime hands the offline model its definitions.
+INVOICE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "invoice_lookup",
+        "description": "The customer's invoice.",
+        "parameters": {"type": "object", "properties": {"line": {"type": "string"}}, "required": ["line"]},
+    },
+}
 
 
 def send(api, text, session_id="s-llm"):
@@ -205,7 +216,8 @@ def test_the_examples_tier_decides_before_the_classifier(api, llm_routing):
 
 
 def test_the_offline_model_hands_callbacks_who_is_speaking_never_the_customers_context():
-    """langchain gives every callback (a tracer, a logger) the model's serialised form with its ``repr``."""
+    """langchain gives every callback (a tracer, a logger) the model's serialised form with its ``repr``, and the
+    call's options (the turn the offline model is handed among them)."""
     import asyncio
 
     from langchain_core.callbacks import AsyncCallbackHandler
@@ -215,22 +227,64 @@ def test_the_offline_model_hands_callbacks_who_is_speaking_never_the_customers_c
 
     class Recorder(AsyncCallbackHandler):
         serialized: list[dict] = []
+        options: list[dict] = []
 
         async def on_chat_model_start(self, serialized, messages, **kwargs):
             self.serialized.append(serialized)
+            self.options.append(kwargs)
 
-    model = OfflineModel(None).chat_model(
-        context={"msisdn": "5511999999999", "cpf": "123.456.789-09"},
-        display_name="Faturas",
-        topic="faturas",
-        agent="billing_agent",
-    )
+    provider = OfflineModel(None)
+    model = provider.chat_model(display_name="Faturas", agent="billing_agent")
+    turn = provider.turn_options(context={"msisdn": "5511999999999", "cpf": "123.456.789-09"}, topic="faturas")
     recorder = Recorder()
-    asyncio.run(model.ainvoke([HumanMessage("Minha fatura veio alta")], config={"callbacks": [recorder]}))
+    reply = asyncio.run(
+        model.bind(**turn).ainvoke([HumanMessage("Minha fatura veio alta")], config={"callbacks": [recorder]})
+    )
 
     (seen,) = recorder.serialized
-    assert "billing_agent" in seen["repr"]
-    assert "5511999999999" not in json.dumps(seen) and "123.456.789-09" not in json.dumps(seen)
+    (options,) = recorder.options
+    assert "billing_agent" in seen["repr"] and "faturas" in reply.content  # the turn was read
+    for given in (json.dumps(seen), repr(options)):
+        assert "5511999999999" not in given and "123.456.789-09" not in given
+
+
+def test_one_offline_model_serves_every_turn_of_its_speaker_and_keeps_nothing_of_any():
+    """The offline model is built once a process for each speaker; each call is handed its own turn (the request
+    context, the agents the message hits): two turns at once on the same model, each of another conversation, read
+    only their own, and the model is left as it was built."""
+    import asyncio
+
+    from langchain_core.messages import HumanMessage
+
+    from agents.llm import OfflineModel
+
+    tool = INVOICE_TOOL
+    handoff = ControlTool(REQUEST_HANDOFF, ("orders_agent",)).definition()
+    provider, other_tenants = OfflineModel(None), OfflineModel(None)
+    model = provider.chat_model(agent="billing_agent", display_name="Faturas")
+    assert other_tenants.chat_model(agent="billing_agent", display_name="Faturas") is model
+    assert provider.chat_model(agent="orders_agent", display_name="Pedidos") is not model
+    before = model.model_dump()
+    with_line = model.bind_tools([tool, handoff], **provider.turn_options(context={"line": "5511"}, topic="faturas"))
+    handed_on = model.bind_tools(
+        [tool, handoff], **provider.turn_options(context={}, topic="pedidos", hit_agents=("orders_agent",))
+    )
+
+    async def both():
+        return await asyncio.gather(
+            with_line.ainvoke([HumanMessage("Minha fatura veio alta")]),
+            handed_on.ainvoke([HumanMessage("Onde está meu pedido?")]),
+        )
+
+    called, moved = asyncio.run(both())
+    alone = model.bind_tools([tool, handoff]).invoke([HumanMessage("Minha fatura veio alta")])
+
+    assert [(call["name"], call["args"]) for call in called.tool_calls] == [("invoice_lookup", {"line": "5511"})]
+    assert [(call["name"], call["args"]["target_agent"]) for call in moved.tool_calls] == [
+        (REQUEST_HANDOFF, "orders_agent")
+    ]
+    assert alone.tool_calls == [] and "Faturas" in alone.content
+    assert model.model_dump() == before
 
 
 @fast_path_only
@@ -238,7 +292,7 @@ def test_an_offline_model_call_raises_no_attribute_miss_and_sets_no_warnings_fil
     """langchain's bookkeeping of each call looked for attributes the offline model has not (``model``,
     ``temperature``, …) and its token count for a tool call on every message, each a raised and caught
     ``AttributeError``, and it read the model's parameters under a deprecation-warnings filter; a callback is still
-    handed the same model and parameters (the model built anew, as each turn builds it)."""
+    handed the same model and parameters (the model and the turn as the specialist runtime gives them)."""
     import asyncio
     import warnings
 
@@ -255,18 +309,11 @@ def test_an_offline_model_call_raises_no_attribute_miss_and_sets_no_warnings_fil
         async def on_chat_model_start(self, serialized, messages, **kwargs):
             self.started.append(kwargs)
 
-    tool = {
-        "type": "function",
-        "function": {
-            "name": "invoice_lookup",
-            "description": "The customer's invoice.",
-            "parameters": {"type": "object", "properties": {"line": {"type": "string"}}, "required": ["line"]},
-        },
-    }
-    model = OfflineModel(None).chat_model(context={}, display_name="Faturas", topic="faturas", agent="billing_agent")
+    tool = INVOICE_TOOL
+    provider = OfflineModel(None)
+    model = provider.chat_model(display_name="Faturas", agent="billing_agent")
     assert model._serialized == dumpd(model)
-    model = OfflineModel(None).chat_model(context={}, display_name="Faturas", topic="faturas", agent="billing_agent")
-    bound = model.bind_tools([tool])
+    bound = model.bind_tools([tool], **provider.turn_options(context={}, topic="faturas"))
     history = [SystemMessage("policy"), HumanMessage("Minha fatura veio alta"), AIMessage("Vou verificar.")]
     misses: list[str] = []
     filters: list[object] = []
@@ -312,7 +359,7 @@ def test_an_offline_model_call_reads_its_generate_signature_without_computing_it
         return from_function(cls, function, *args, **kwargs)
 
     monkeypatch.setattr(inspect, "_signature_from_function", counting)
-    model = OfflineModel(None).chat_model(context={}, display_name="Faturas", topic="faturas", agent="billing_agent")
+    model = OfflineModel(None).chat_model(display_name="Faturas", agent="billing_agent")
     reply = asyncio.run(model.ainvoke([HumanMessage("Minha fatura veio alta")]))
     model.invoke([HumanMessage("Minha fatura veio alta")])
 
@@ -352,7 +399,7 @@ def test_the_offline_model_reads_the_historys_identifiers_once_a_call_whatever_t
 
     monkeypatch.setattr(offline_tools, "identifiers", counting)
     tools = [tool("order_status", "An order's status."), tool("order_items", "Its items."), tool("order_eta", "ETA.")]
-    model = OfflineModel(None).chat_model(context={}, display_name="Pedidos", topic="pedidos", agent="orders_agent")
+    model = OfflineModel(None).chat_model(display_name="Pedidos", agent="orders_agent")
     history = [
         HumanMessage("meu pedido P100 atrasou"),
         AIMessage("Vou verificar."),
@@ -389,9 +436,9 @@ def test_the_offline_model_reads_whether_a_request_is_the_customers_own_only_whe
         return own_request(text)
 
     monkeypatch.setattr(llm, "own_request", counting)
-    model = llm.OfflineModel(None).chat_model(
-        context={}, display_name="Faturas", topic="faturas", agent="billing_agent", intent_tools=("get_invoice",)
-    )
+    provider = llm.OfflineModel(None)
+    turn = provider.turn_options(context={}, topic="faturas", intent_tools=("get_invoice",))
+    model = provider.chat_model(display_name="Faturas", agent="billing_agent").bind(**turn)
     passage = NotedPassage(1, "Segunda via", "Segunda via › Boleto", "A segunda via do boleto sai no aplicativo.")
     note = SystemMessage(passages_note([passage]))
 

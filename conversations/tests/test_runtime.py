@@ -136,6 +136,41 @@ def test_a_models_tool_call_is_run_over_mcp_and_the_model_sees_the_result(api, l
     assert TOOL_DATA_NOTE in first["messages"][0]["content"]  # the system prompt: tool output is data
 
 
+def person_asked_reads(monkeypatch) -> list[str]:
+    """The messages the specialist runtime reads for a request for a person (what only the offline model reads)."""
+    from conversations import runtime
+
+    read: list[str] = []
+    asked = runtime.person_asked_in
+    monkeypatch.setattr(runtime, "person_asked_in", lambda text: read.append(text) or asked(text))
+    return read
+
+
+def test_the_offline_models_turn_reads_whether_the_message_asks_for_a_person_once(api, live_mcp, monkeypatch):
+    read = person_asked_reads(monkeypatch)
+
+    body = send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT)
+
+    assert body["metadata"]["llm"] == "offline"
+    assert read == ["Minha fatura veio alta"]
+
+
+def test_a_real_models_turn_works_out_nothing_that_only_the_offline_model_reads(
+    api, live_mcp, scripted_llm, monkeypatch
+):
+    """The specialists the message hits, its closing words, whether it asks for a person: the offline model's rules
+    read them, a real model reads its prompt (and is offered ``request_human`` all the same)."""
+    read = person_asked_reads(monkeypatch)
+    scripted_llm.reply("Vou verificar a sua fatura.")
+
+    body = send(api, "Minha fatura veio alta e quero falar com um atendente", context=INVOICE_CONTEXT)
+
+    assert body["answer"] == "Vou verificar a sua fatura."
+    assert read == []
+    (request,) = scripted_llm.requests
+    assert REQUEST_HUMAN in {tool["function"]["name"] for tool in request["tools"]}
+
+
 def test_only_the_offered_tools_are_sent_to_the_model(api, live_mcp, scripted_llm):
     send(api, "Onde está meu pedido?", context={"order_id": "P100"})
 
