@@ -9,6 +9,7 @@ import json
 from functools import partial
 
 import pytest
+from asgiref.sync import SyncToAsync
 from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -132,6 +133,45 @@ def test_past_the_window_a_summary_replaces_the_older_turns_and_reaches_the_spec
     assert conversation.memory_summary_through > 0
     later = say(api, "e a entrega?")
     assert later["metadata"]["memory"]["summary"] == conversation.memory_summary
+
+
+@pytest.fixture
+def crossings(monkeypatch):
+    """The functions each request sends to the request's thread, in order (asgiref's ``SyncToAsync`` calls)."""
+    crossed: list[str] = []
+    cross = SyncToAsync.__call__
+
+    async def counted(self, *args, **kwargs):
+        crossed.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await cross(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counted)
+    return crossed
+
+
+def test_a_message_whose_summary_is_due_reads_what_left_the_window_without_a_trip_or_statement_of_its_own(
+    api, telecom, settings, crossings
+):
+    """The summary's read rides with the turn's load: on PostgreSQL in the ticket's statement (the message keeps its
+    two statements), elsewhere in the load's own crossing to the request's thread (one statement more, no trip)."""
+    settings.CONVERSATION_HISTORY_LIMIT = 4
+    trips, statements, updated = [], [], []
+    for number in range(summary.SUMMARY_EVERY + 1):
+        crossings.clear()
+        with CaptureQueriesContext(connection) as captured:
+            body = say(api, f"E o pedido {number}, chegou?")
+        trips.append(list(crossings))
+        statements.append(len(captured.captured_queries))
+        updated.append(body["metadata"]["memory"]["summary_updated"])
+
+    due = updated.index(True)
+    assert due > 1 and all(trip == trips[1] for trip in trips[1:]), trips
+    if connection.vendor == "postgresql":
+        assert statements[due] == statements[due - 1] == 2
+    else:
+        assert statements[due] == statements[due - 1] + 1
+    conversation = Conversation.objects.get()
+    assert conversation.memory_summary.startswith("Customer: E o pedido 0, chegou?")
 
 
 def test_the_profiles_model_writes_the_summary_and_its_tokens_are_counted(api, telecom, scripted_llm, settings):
