@@ -114,7 +114,9 @@ def conversation_read(data: TurnInput) -> tuple[str, list[Any]] | None:
     if history is None:
         return None
     facts = facts_read(tenant_id=data.tenant_pk, user_id=stored_user_id(data)) or ("NULL", [])
-    left = summary_left_read(conversation=ordering.conversation_table(), window=window) or ("NULL", [])
+    left: tuple[str, list[Any]] = ("NULL", [])
+    if data.profile.summarise_conversations:
+        left = summary_left_read(conversation=ordering.conversation_table(), window=window) or left
     return f"json_build_array({history[0]}, {facts[0]}, {left[0]})::text", [*history[1], *facts[1], *left[1]]
 
 
@@ -169,7 +171,7 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
             state=state,
             conversation_pk=turn.store.conversation_pk,
             history=turn.history,
-            summarise=True,
+            summarise=turn.input.profile.summarise_conversations,  # the profile served (a rollout's candidate)
             facts=facts,
             left=left,
         )

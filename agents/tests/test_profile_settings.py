@@ -152,6 +152,7 @@ def test_the_compile_passes_each_plain_setting_to_the_compiled_profile_unchanged
         "hybrid_followup_max_chars": 12,
         "supervisor_planner": "model",
         "review_single_turns": True,
+        "summarise_conversations": False,
         "share_customer_memory": False,
         "extract_customer_facts": True,
         "llm_model": "small-model",
