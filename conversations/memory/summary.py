@@ -110,18 +110,22 @@ def summary_left_read(*, conversation: str, window: int) -> tuple[str, list[Any]
     if connection.vendor != "postgresql":
         return None
     table = connection.ops.quote_name(Message._meta.db_table)
+    # The platform's own constants, written into the statement: it is the ticket's, sent on every message, and each
+    # parameter is encoded at every send where the statement itself is prepared once per connection.
+    roles = ", ".join(f"'{role}'" for role in HISTORY_ROLES)
     history = (
-        f"FROM {table} WHERE conversation_id = {conversation}.id AND role IN (%s, %s, %s) AND"
+        f"FROM {table} WHERE conversation_id = {conversation}.id AND role IN ({roles}) AND"
         f" ({conversation}.ended_at IS NULL OR created_at > {conversation}.ended_at)"
     )
     newest = "ORDER BY created_at DESC, id DESC"
     sql = (
-        f"CASE WHEN {conversation}.message_count - {conversation}.memory_summary_at_count >= %s THEN (SELECT"  # noqa: S608  # the model's names; values are parameters
-        " coalesce(json_agg(json_build_array(l.role, l.content, l.id) ORDER BY l.created_at, l.id), '[]'::json) FROM"
-        f" (SELECT role, content, id, created_at {history} AND id > {conversation}.memory_summary_through"
-        f" AND id < (SELECT id {history} {newest} OFFSET %s LIMIT 1) {newest} LIMIT %s) l) END"
+        f"CASE WHEN {conversation}.message_count - {conversation}.memory_summary_at_count >= {SUMMARY_EVERY:d} THEN"  # noqa: S608  # the model's names and the module's constants
+        " (SELECT coalesce(json_agg(json_build_array(l.role, l.content, l.id) ORDER BY l.created_at, l.id), '[]'::json)"
+        f" FROM (SELECT role, content, id, created_at {history} AND id > {conversation}.memory_summary_through"
+        f" AND id < (SELECT id {history} {newest} OFFSET {window - 1:d} LIMIT 1)"
+        f" {newest} LIMIT {SUMMARY_READ_MAX:d}) l) END"
     )
-    return sql, [SUMMARY_EVERY, *HISTORY_ROLES, *HISTORY_ROLES, window - 1, SUMMARY_READ_MAX]
+    return sql, []
 
 
 def summary_left(
