@@ -258,6 +258,15 @@ PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
         added=4,
     ),
     ProfileSetting(
+        "summarise_conversations",
+        "boolean",
+        True,
+        ANSWERS,
+        "Keep a running summary of long conversations for the specialists (off: they read the recent messages only).",
+        agents_yaml="summarise_conversations",
+        added=26,
+    ),
+    ProfileSetting(
         "share_customer_memory",
         "boolean",
         True,

@@ -31,6 +31,7 @@ from conversations.desk.escalations import (
 from conversations.history import conversation_history, history_parse, history_read
 from conversations.memory.facts import facts_parse, facts_read
 from conversations.memory.part import memory_read
+from conversations.memory.summary import summary_left_read
 from conversations.models import (
     ESCALATION_OPEN,
     OPEN,
@@ -105,17 +106,24 @@ def turn_start(turn: Turn) -> bool:
 
 def conversation_read(data: TurnInput) -> tuple[str, list[Any]] | None:
     """``(sql, params)`` of what the ticket's statement brings along when the turn may run at once (PostgreSQL): the
-    conversation's recent history and the customer's facts, one JSON array of the two; ``None`` where the database
-    has no JSON aggregate of the kind (then :func:`conversation_load` reads them on their own)."""
-    history = history_read(conversation=ordering.conversation_table(), limit=settings.CONVERSATION_HISTORY_LIMIT)
+    conversation's recent history, the customer's facts and, where the profile summarises its conversations and the
+    summary is due, the messages that left the window — one JSON array of the three; ``None`` where the database has
+    no JSON aggregate of the kind (then :func:`conversation_load` reads them on their own, in the same crossing)."""
+    window = settings.CONVERSATION_HISTORY_LIMIT
+    history = history_read(conversation=ordering.conversation_table(), limit=window)
     if history is None:
         return None
     facts = facts_read(tenant_id=data.tenant_pk, user_id=stored_user_id(data)) or ("NULL", [])
-    return f"json_build_array({history[0]}, {facts[0]})::text", [*history[1], *facts[1]]
+    left: tuple[str, list[Any]] = ("NULL", [])
+    if data.profile.summarise_conversations:
+        left = summary_left_read(conversation=ordering.conversation_table(), window=window) or left
+    return f"json_build_array({history[0]}, {facts[0]}, {left[0]})::text", [*history[1], *facts[1], *left[1]]
 
 
 def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
-    """Read the conversation's state (unless the ticket brought it) and recent history; give the connection back.
+    """Read the conversation's state (unless the ticket brought it), recent history and memory (the customer's facts,
+    and the messages that left the window when the summary is due: :mod:`conversations.memory`); give the connection
+    back.
 
     The model call that follows takes seconds; a connection held across it (this
     request thread's, opened by authentication) would make every chat in flight
@@ -148,9 +156,9 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
         if state["escalation_id"] is not None:  # a person holds the conversation (one read, only then)
             held_load(turn, state["escalation_id"])
         rollout_serve(turn)
-        facts = None
+        facts, left = None, None
         if ordering.READ in state:  # the ticket's statement brought them (conversation_read)
-            history, facts_found = orjson.loads(state[ordering.READ])
+            history, facts_found, left = orjson.loads(state[ordering.READ])
             turn.history = history_parse(history)
             facts = facts_parse(facts_found)
         else:
@@ -158,7 +166,14 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
                 turn.store.conversation_pk, ended_at=state["ended_at"], limit=settings.CONVERSATION_HISTORY_LIMIT
             )
         turn.memory = memory_read(
-            tenant_id=turn.input.tenant_pk, user_id=stored_user_id(turn.input), state=state, facts=facts
+            tenant_id=turn.input.tenant_pk,
+            user_id=stored_user_id(turn.input),
+            state=state,
+            conversation_pk=turn.store.conversation_pk,
+            history=turn.history,
+            summarise=turn.input.profile.summarise_conversations,  # the profile served (a rollout's candidate)
+            facts=facts,
+            left=left,
         )
     finally:
         if not connection.in_atomic_block:

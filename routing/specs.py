@@ -173,6 +173,8 @@ class ProfileSpec:
     # Supervisor mode's planner (agents.models.SupervisorPlanner) and the review of single-specialist turns.
     supervisor_planner: str = "keywords"
     review_single_turns: bool = False
+    # Whether its conversations keep a running summary for the specialists (conversations.memory.summary).
+    summarise_conversations: bool = True
     # Whether its specialists share a customer's remembered facts (conversations.memory).
     share_customer_memory: bool = True
     # Whether the summary's rewrite also keeps lasting facts about the customer (conversations.memory.summary).

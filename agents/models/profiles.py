@@ -385,6 +385,12 @@ class AgentProfile(models.Model):
         help_text="Run the review step on every turn, single-specialist ones included: after the answer it reads the "
         "conversation's history and may send the request on to the specialist whose part is still open.",
     )
+    summarise_conversations = models.BooleanField(
+        default=True,
+        help_text="Keep a running summary of long conversations for the specialists: what was said before the recent "
+        "messages they read, brought up to date every ten messages. Off: they read the recent messages only (what "
+        "the customer asked to be remembered is still given).",
+    )
     share_customer_memory = models.BooleanField(
         default=True,
         help_text="Whether the profile's specialists share what the platform remembers of a customer across their "

@@ -265,6 +265,27 @@ def test_loop_safety_limits_and_word_lists_are_saved_from_the_profile_page(staff
     assert telecom.denial_words == []  # an emptied box means no words
 
 
+@pytest.mark.sqlite_too
+def test_the_running_summary_is_switched_off_and_on_in_the_profile_pages_answers_section(staff_client, telecom):
+    page = staff_client.get(change_url(telecom))
+    answers = next(options for title, options in page.context["adminform"].fieldsets if title == "Answers")
+    assert "summarise_conversations" in answers["fields"]
+    assert "Keep a running summary of long conversations for the specialists" in page.content.decode()
+
+    data = form_data(page)
+    assert data["summarise_conversations"] == "on"
+    del data["summarise_conversations"]  # unticked
+    response = staff_client.post(change_url(telecom), data)
+    assert response.status_code == 302, error_messages(response)
+    telecom.refresh_from_db()
+    assert telecom.summarise_conversations is False
+
+    response = post_profile(staff_client, telecom, summarise_conversations="on")
+    assert response.status_code == 302, error_messages(response)
+    telecom.refresh_from_db()
+    assert telecom.summarise_conversations is True
+
+
 def test_the_word_lists_are_edited_as_indented_json(staff_client, telecom):
     form = staff_client.get(change_url(telecom)).context["adminform"].form
     assert form["confirmation_words"].value() == json.dumps(telecom.confirmation_words, ensure_ascii=False, indent=2)

@@ -152,6 +152,7 @@ def test_the_compile_passes_each_plain_setting_to_the_compiled_profile_unchanged
         "hybrid_followup_max_chars": 12,
         "supervisor_planner": "model",
         "review_single_turns": True,
+        "summarise_conversations": False,
         "share_customer_memory": False,
         "extract_customer_facts": True,
         "llm_model": "small-model",
@@ -178,3 +179,14 @@ def test_the_compile_passes_each_plain_setting_to_the_compiled_profile_unchanged
 
     assert {name: getattr(spec, name) for name in changed} == changed
     assert spec.agent_id == "plain_settings"
+
+
+@pytest.mark.django_db
+def test_a_version_published_before_the_running_summarys_switch_is_served_keeping_the_summary():
+    profile = AgentProfileFactory(agent_id="summarised", summarise_conversations=False)
+    SpecialistFactory(profile=profile, name="support_agent")
+    document = profile_documents(["summarised"])["summarised"]
+    assert document["profile"]["summarise_conversations"] is False
+    del document["profile"]["summarise_conversations"]  # as published before the switch existed
+
+    assert profile_compile(document, pk=profile.pk).summarise_conversations is True

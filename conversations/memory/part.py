@@ -12,9 +12,10 @@ from typing import Any
 
 from django.utils.translation import gettext_lazy
 
+from conversations.history import HistoryEntry
 from conversations.memory.commands import Command
 from conversations.memory.facts import Fact, facts_given, facts_of
-from conversations.memory.summary import SummaryWritten
+from conversations.memory.summary import SummaryWritten, summary_left
 
 # What the specialists read before the conversation's recent messages (system notes; data, not instructions).
 SUMMARY_NOTE = (
@@ -48,7 +49,8 @@ class TurnMemory:
     summary_through: int = 0
     summary_at_count: int = 0
     message_count: int = 0
-    ended_at: Any = None  # the session's last end: the summary covers nothing before it
+    # When the summary is due: the messages that left the window since it was written (read with the turn's load).
+    left: tuple[HistoryEntry, ...] | None = None
     command: Command | None = None
     answer: str = ""  # the platform's answer to the command
     remember: str = ""  # the fact to keep once the customer's message is stored
@@ -85,17 +87,29 @@ class TurnMemory:
 
 
 def memory_read(
-    *, tenant_id: int, user_id: str, state: dict[str, Any], facts: tuple[Fact, ...] | None = None
+    *,
+    tenant_id: int,
+    user_id: str,
+    state: dict[str, Any],
+    conversation_pk: int,
+    history: tuple[HistoryEntry, ...],
+    summarise: bool,
+    facts: tuple[Fact, ...] | None = None,
+    left: list[Any] | None = None,
 ) -> TurnMemory:
-    """Memory as the turn finds it: the customer's ``facts`` where the turn's statement brought them, else
-    :func:`.facts.facts_of`'s (a cache read), and the summary columns of the conversation's ``state``
-    (:data:`conversations.ordering.STATE_COLUMNS`)."""
-    return TurnMemory(
+    """Memory as the turn finds it, in the database thread its load runs in: the customer's ``facts`` where the turn's
+    statement brought them, else :func:`.facts.facts_of`'s (a cache read); and where the profile summarises its
+    conversations (``summarise``), the summary columns of the conversation's ``state``
+    (:data:`conversations.ordering.STATE_COLUMNS`) and, when it is due, the messages that left the window
+    (:func:`.summary.summary_left`: ``left``, what the ticket's statement brought, or read then)."""
+    memory = TurnMemory(
         user_id=user_id,
         facts=facts_of(tenant_id=tenant_id, user_id=user_id) if facts is None else facts,
-        summary=state.get("memory_summary") or "",
-        summary_through=state.get("memory_summary_through") or 0,
-        summary_at_count=state.get("memory_summary_at_count") or 0,
         message_count=state.get("message_count") or 0,
-        ended_at=state.get("ended_at"),
     )
+    if summarise:
+        memory.summary = state.get("memory_summary") or ""
+        memory.summary_through = state.get("memory_summary_through") or 0
+        memory.summary_at_count = state.get("memory_summary_at_count") or 0
+        memory.left = summary_left(conversation_pk=conversation_pk, state=state, history=history, brought=left)
+    return memory

@@ -9,11 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from asgiref.sync import sync_to_async
-from django.conf import settings
-
 from common.i18n import say
 from common.text import normalize
+from conversations.history import HistoryEntry
 from conversations.memory.commands import FORGET, RECALL, REMEMBER, command_read
 from conversations.memory.facts import fact_remember, facts_forget, facts_matching
 from conversations.memory.part import (
@@ -23,12 +21,7 @@ from conversations.memory.part import (
     RECALLED,
     REMEMBERED,
 )
-from conversations.memory.summary import (
-    SummaryWritten,
-    messages_left_window,
-    summary_due,
-    summary_rewritten,
-)
+from conversations.memory.summary import SummaryWritten, summary_rewritten
 from conversations.memory.tool import facts_saved
 from conversations.models import FactSource
 from conversations.turn import Turn
@@ -69,11 +62,8 @@ async def memory_begin(turn: Turn) -> RouteDecision | None:
     is due (it runs beside the turn), and read the message as a memory command — then the platform answers it (the
     decision returned, method ``memory``: the conversation's state, specialist and flows stay as they were)."""
     memory = turn.memory
-    window = settings.CONVERSATION_HISTORY_LIMIT
-    if summary_due(
-        message_count=memory.message_count, at_count=memory.summary_at_count, window=window, history=turn.history
-    ):
-        memory.refresh = asyncio.ensure_future(_summary_rewrite(turn))
+    if memory.left is not None:  # the summary is due: its read came with the turn's load
+        memory.refresh = asyncio.ensure_future(_summary_rewrite(turn, memory.left))
     answer = _answer(turn)
     if answer is None:
         memory.command = None
@@ -92,12 +82,8 @@ async def memory_begin(turn: Turn) -> RouteDecision | None:
     )
 
 
-async def _summary_rewrite(turn: Turn) -> SummaryWritten | None:
+async def _summary_rewrite(turn: Turn, left: tuple[HistoryEntry, ...]) -> SummaryWritten | None:
     memory = turn.memory
-    first = turn.history[0].message_id or 0
-    left = await sync_to_async(messages_left_window)(
-        conversation_pk=turn.store.conversation_pk, after=memory.summary_through, before=first, ended_at=memory.ended_at
-    )
     if not left:  # nothing left the window since: wait another round
         return SummaryWritten(memory.summary, memory.summary_through, memory.message_count)
     extract = turn.input.profile.extract_customer_facts and bool(memory.user_id)

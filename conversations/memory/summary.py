@@ -4,8 +4,10 @@ The specialists read the conversation's last ``CONVERSATION_HISTORY_LIMIT`` mess
 :mod:`conversations.history`). Once a conversation has more, the messages that left the window are folded into a
 summary the specialists get before the recent ones. It is brought up to date incrementally and not on every message:
 when :data:`SUMMARY_EVERY` messages have been stored since it was last written (:func:`summary_due`, a comparison of
-two counts the turn read anyway), one read fetches the messages between what it covers and the window — at most
-:data:`SUMMARY_READ_MAX` — and the summary is rewritten from the old one and those:
+two counts the turn read anyway), the turn's load brings the messages between what it covers and the window — at most
+:data:`SUMMARY_READ_MAX` — with no trip of its own (:func:`summary_left`: on PostgreSQL in the ticket's statement,
+:func:`summary_left_read`; elsewhere in the load's own crossing to the request's thread), and the summary is rewritten
+from the old one and those:
 
 - by the profile's model where one is configured (:func:`summary_rewritten`; its tokens are counted in the turn's
   usage as kind ``memory``);
@@ -21,6 +23,8 @@ also reads lasting facts about the customer from those messages (:func:`summary_
 the summary and the facts in one JSON reply (:data:`SUMMARY_FACTS_PROMPT`; one call, not two), read defensively — a
 reply that is plain text is the summary and gives no fact, one that is JSON of another shape keeps the old summary —
 and offline the customer's stated preferences are read (:func:`agents.remember_tool.preference_stated`).
+
+A profile that does not summarise its conversations (``summarise_conversations`` off) reads, rewrites and gives none.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
 from agents.public import (
@@ -42,7 +47,8 @@ from agents.public import (
 )
 from common.infra import tracing
 from common.text import normalize
-from conversations.history import HistoryEntry, conversation_history
+from conversations.history import HISTORY_ROLES, HistoryEntry, conversation_history, history_parse
+from conversations.models import Message
 
 SUMMARY_EVERY = 10  # messages stored between two summaries
 SUMMARY_READ_MAX = 60  # messages read for one summary (the newest of those that left the window)
@@ -94,16 +100,54 @@ def summary_due(*, message_count: int, at_count: int, window: int, history: tupl
     return len(history) >= window and message_count - at_count >= SUMMARY_EVERY and history[0].message_id is not None
 
 
-def messages_left_window(
-    *, conversation_pk: int, after: int, before: int, ended_at: Any = None
-) -> tuple[HistoryEntry, ...]:
-    """The conversation's history messages with ids between ``after`` and ``before`` (the window's first), since the
-    session last ended: at most the newest :data:`SUMMARY_READ_MAX`, oldest first."""
-    try:
-        return conversation_history(conversation_pk, ended_at=ended_at, limit=SUMMARY_READ_MAX, between=(after, before))
-    finally:
-        if not connection.in_atomic_block:
-            connection.close()
+def summary_left_read(*, conversation: str, window: int) -> tuple[str, list[Any]] | None:
+    """``(sql, params)`` of the messages that left the window since the summary was written, as one JSON array (oldest
+    first; ``null`` when the conversation's counts say no summary is due), for a statement over the conversation's
+    row (``conversation``: its table, quoted): how the ticket's statement brings them along
+    (:mod:`conversations.turn_store`). The same messages :func:`summary_left` reads on its own: the history's, since
+    the session's last end, with ids between what the summary covers and the window's first (the ``window``-th
+    newest), the newest :data:`SUMMARY_READ_MAX`. ``None`` where the database has no JSON aggregate of the kind."""
+    if connection.vendor != "postgresql":
+        return None
+    table = connection.ops.quote_name(Message._meta.db_table)
+    # The platform's own constants, written into the statement: it is the ticket's, sent on every message, and each
+    # parameter is encoded at every send where the statement itself is prepared once per connection.
+    roles = ", ".join(f"'{role}'" for role in HISTORY_ROLES)
+    history = (
+        f"FROM {table} WHERE conversation_id = {conversation}.id AND role IN ({roles}) AND"
+        f" ({conversation}.ended_at IS NULL OR created_at > {conversation}.ended_at)"
+    )
+    newest = "ORDER BY created_at DESC, id DESC"
+    sql = (
+        f"CASE WHEN {conversation}.message_count - {conversation}.memory_summary_at_count >= {SUMMARY_EVERY:d} THEN"  # noqa: S608  # the model's names and the module's constants
+        " (SELECT coalesce(json_agg(json_build_array(l.role, l.content, l.id) ORDER BY l.created_at, l.id), '[]'::json)"
+        f" FROM (SELECT role, content, id, created_at {history} AND id > {conversation}.memory_summary_through"
+        f" AND id < (SELECT id {history} {newest} OFFSET {window - 1:d} LIMIT 1)"
+        f" {newest} LIMIT {SUMMARY_READ_MAX:d}) l) END"
+    )
+    return sql, []
+
+
+def summary_left(
+    *, conversation_pk: int, state: dict[str, Any], history: tuple[HistoryEntry, ...], brought: list[Any] | None
+) -> tuple[HistoryEntry, ...] | None:
+    """When the summary is due (:func:`summary_due`), the messages that left the window since it was written, oldest
+    first: those the ticket's statement brought (:func:`summary_left_read`, decoded), else read here, in the
+    database thread the turn's load runs in — no trip of its own; ``None`` when it is not due. ``state``: the
+    conversation's columns as the turn read them (:data:`conversations.ordering.STATE_COLUMNS`)."""
+    if not summary_due(
+        message_count=state.get("message_count") or 0,
+        at_count=state.get("memory_summary_at_count") or 0,
+        window=settings.CONVERSATION_HISTORY_LIMIT,
+        history=history,
+    ):
+        return None
+    if brought is not None:
+        return history_parse(brought)
+    between = (state.get("memory_summary_through") or 0, history[0].message_id or 0)
+    return conversation_history(
+        conversation_pk, ended_at=state.get("ended_at"), limit=SUMMARY_READ_MAX, between=between
+    )
 
 
 def _first_sentence(text: str) -> str:

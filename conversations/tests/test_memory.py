@@ -9,17 +9,21 @@ import json
 from functools import partial
 
 import pytest
+from asgiref.sync import SyncToAsync
 from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from agents.models import AgentProfile
+from conversations import turn_store
 from conversations.customer_data import customer_erase, customer_export, customer_for
 from conversations.desk.escalations import escalation_get
 from conversations.desk.reads import DeskTenant, escalation_detail
-from conversations.memory import summary
+from conversations.memory import part, summary
 from conversations.memory.facts import facts_of
-from conversations.models import Conversation, CustomerFact
+from conversations.models import Conversation, CustomerFact, Message
 from conversations.tests.memory_talk import said, system_notes
+from routing import snapshot
 from tests.llm_server import Reply
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite_too]
@@ -132,6 +136,95 @@ def test_past_the_window_a_summary_replaces_the_older_turns_and_reaches_the_spec
     assert conversation.memory_summary_through > 0
     later = say(api, "e a entrega?")
     assert later["metadata"]["memory"]["summary"] == conversation.memory_summary
+
+
+@pytest.fixture
+def crossings(monkeypatch):
+    """The functions each request sends to the request's thread, in order (asgiref's ``SyncToAsync`` calls)."""
+    crossed: list[str] = []
+    cross = SyncToAsync.__call__
+
+    async def counted(self, *args, **kwargs):
+        crossed.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await cross(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counted)
+    return crossed
+
+
+def test_a_message_whose_summary_is_due_reads_what_left_the_window_without_a_trip_or_statement_of_its_own(
+    api, telecom, settings, crossings
+):
+    """The summary's read rides with the turn's load: on PostgreSQL in the ticket's statement (the message keeps its
+    two statements), elsewhere in the load's own crossing to the request's thread (one statement more, no trip)."""
+    settings.CONVERSATION_HISTORY_LIMIT = 4
+    trips, statements, updated = [], [], []
+    for number in range(summary.SUMMARY_EVERY + 1):
+        crossings.clear()
+        with CaptureQueriesContext(connection) as captured:
+            body = say(api, f"E o pedido {number}, chegou?", session="s-memory-due")
+        trips.append(list(crossings))
+        statements.append(len(captured.captured_queries))
+        updated.append(body["metadata"]["memory"]["summary_updated"])
+
+    due = updated.index(True)
+    assert due > 1 and all(trip == trips[1] for trip in trips[1:]), trips
+    if connection.vendor == "postgresql":
+        assert statements[due] == statements[due - 1] == 2
+    else:
+        assert statements[due] == statements[due - 1] + 1
+    conversation = Conversation.objects.get()
+    assert conversation.memory_summary.startswith("Customer: E o pedido 0, chegou?")
+
+
+def test_a_profile_that_keeps_no_running_summary_reads_writes_and_gives_none_and_still_gives_the_customers_facts(
+    api, telecom, scripted_llm, settings, monkeypatch
+):
+    settings.CONVERSATION_HISTORY_LIMIT = 4
+    scripted_llm.respond_with(
+        lambda body: Reply(
+            content="Summary: orders." if "running summary" in body["messages"][-1]["content"] else "Ok."
+        )
+    )
+    reads = []  # the summary's reads, counted
+    for module, name in ((turn_store, "summary_left_read"), (part, "summary_left")):
+        read = getattr(module, name)
+        monkeypatch.setattr(
+            module, name, lambda *args, read=read, **kwargs: reads.append(read) or read(*args, **kwargs)
+        )
+    talk = partial(say, session="s-memory-off")
+    talk(api, f"lembre que {PREFERENCE}")
+    for number in range(summary.SUMMARY_EVERY // 2 + 1):
+        talk(api, f"E o pedido {number}, chegou?")
+    conversation = Conversation.objects.get()
+    assert conversation.memory_summary == "Summary: orders."  # written while the profile kept one
+    AgentProfile.objects.filter(pk=telecom.pk).update(summarise_conversations=False)
+    snapshot.invalidate()
+    talk(api, "e a entrega?")  # the profile compiled again
+    assert reads
+    scripted_llm.requests.clear()
+    reads.clear()
+
+    statements, answers = [], []
+    for number in range(summary.SUMMARY_EVERY + 1):
+        with CaptureQueriesContext(connection) as captured:
+            answers.append(talk(api, f"E a fatura {number}?"))
+        statements.append([query["sql"] or "" for query in captured.captured_queries])
+
+    assert all(answer["metadata"]["memory"]["summary"] == "" for answer in answers)
+    assert not any(answer["metadata"]["memory"]["summary_updated"] for answer in answers)
+    assert all(answer["metadata"]["memory"]["facts"] == [PREFERENCE] for answer in answers)
+    assert not [sent for sent in scripted_llm.requests if "running summary" in sent["messages"][-1]["content"]]
+    assert all(PREFERENCE in system_notes(request) for request in scripted_llm.requests)
+    assert not any("CONVERSATION_SUMMARY" in system_notes(request) for request in scripted_llm.requests)
+    assert reads == []  # nothing of the summary is read or worked out
+    messages_table = f'"{Message._meta.db_table}"'
+    history_reads = [sum(sql.startswith("SELECT") and messages_table in sql for sql in sent) for sent in statements]
+    assert history_reads == [0 if connection.vendor == "postgresql" else 1] * len(statements)
+    if connection.vendor == "postgresql":
+        assert all(len(sent) == 2 for sent in statements), statements
+    conversation.refresh_from_db()
+    assert (conversation.memory_summary, conversation.message_count) == ("Summary: orders.", 38)
 
 
 def test_the_profiles_model_writes_the_summary_and_its_tokens_are_counted(api, telecom, scripted_llm, settings):

@@ -577,6 +577,29 @@ def test_the_coordinator_loop_safety_and_word_lists_are_imported_and_exported(sm
     assert config_export_data()["routing.telecom_contas.yaml"]["router"]["coordinator"] is None
 
 
+def test_a_profile_that_keeps_no_running_summary_is_imported_and_exported_so(small, tmp_path):
+    write(
+        small,
+        "agents.yaml",
+        AGENTS.replace("        specialists:\n", "        summarise_conversations: false\n        specialists:\n", 1),
+    )
+    run_import(small)
+    assert AgentProfile.objects.get().summarise_conversations is False
+    call_command("export_config", str(tmp_path / "exported"), stdout=StringIO())
+    assert config_export_data()["agents.yaml"]["agents"][0]["summarise_conversations"] is False
+
+    empty_the_configuration()
+    run_import(*sorted((tmp_path / "exported").glob("*.yaml")))
+
+    assert AgentProfile.objects.get().summarise_conversations is False
+    write(
+        small,
+        "agents.yaml",
+        AGENTS.replace("        specialists:\n", "        summarise_conversations: 0\n        specialists:\n", 1),
+    )
+    assert "summarise_conversations" in refused(small)
+
+
 def test_word_lists_a_file_leaves_out_keep_their_stored_words(small):
     run_import(small)
     profile = AgentProfile.objects.get()
