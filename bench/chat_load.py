@@ -358,15 +358,22 @@ switched = {{name: value for name, value in {switches!r}.items() if name in name
 for name, value in switched.items():
     setattr(profile, name, value)
 profile.save(update_fields=list(switched))
-print(",".join(f"{{name}}={{value}}" for name, value in switched.items()))
+print("switched:", ",".join(f"{{name}}={{value}}" for name, value in switched.items()))
 """
 
 
 def features_switched_off(env: dict[str, str], agent_id: str) -> str:
-    """Every feature ``agent_id`` can switch for itself set off and published; what the run prints about it."""
-    knowledge = knowledge_switched_off(env, agent_id)
+    """Every feature ``agent_id`` can switch for itself set off and published (once, and only where something was
+    switched: a tree with none of them has nothing to publish); what the run prints about it."""
+    knowledge = "knowledge: off (this tree has no knowledge to switch off)"
+    if (ROOT / "knowledge").is_dir():
+        _manage(env, "shell", "-c", KNOWLEDGE_OFF.format(agent_id=agent_id))
+        knowledge = f"knowledge: off (the profile {agent_id}'s retrieval set to false)"
     shell = _manage(env, "shell", "-c", FEATURES_OFF.format(agent_id=agent_id, switches=FEATURE_SWITCHES))
-    switched = shell.strip().splitlines()[-1] if shell.strip() else ""  # Django's shell may print its imports first
+    # Django's shell may print its own lines (the objects it imported) around the snippet's
+    switched = next((line[9:].strip() for line in shell.splitlines() if line.startswith("switched:")), "")
+    if not (ROOT / "knowledge").is_dir() and not switched:
+        return f"features: off ({knowledge}; no other switch in this tree)"
     _manage(env, "routing_publish", "--profile", agent_id, "--note", "bench: features off")
     return f"features: off ({knowledge}; {switched or 'no other switch in this tree'}; published)"
 
