@@ -59,6 +59,19 @@ def conversation_history(
     return tuple(HistoryEntry(role, content, pk) for role, content, pk in reversed(recent))
 
 
+def history_rows(conversation: str) -> str:
+    """``FROM … WHERE …`` of the conversation's history messages since the session's last end, for a statement over
+    the conversation's row (``conversation``: its table, quoted): what :func:`history_read` and the summary's read of
+    what left the window (:func:`conversations.memory.summary.summary_left_read`) select from. The roles are the
+    module's own constants, written into the statement."""
+    table = connection.ops.quote_name(Message._meta.db_table)
+    roles = ", ".join(f"'{role}'" for role in HISTORY_ROLES)
+    return (  # the model's names and the module's constants
+        f"FROM {table} WHERE conversation_id = {conversation}.id AND role IN ({roles})"
+        f" AND ({conversation}.ended_at IS NULL OR created_at > {conversation}.ended_at)"
+    )
+
+
 def history_read(*, conversation: str, limit: int) -> tuple[str, list[Any]] | None:
     """``(sql, params)`` of the conversation's history (as :func:`conversation_history` reads it) as one JSON array, for
     a statement over the conversation's row (``conversation``: its table, quoted): how the ticket's statement brings
@@ -66,14 +79,12 @@ def history_read(*, conversation: str, limit: int) -> tuple[str, list[Any]] | No
     aggregate of the kind (SQLite, the quick start: the history is then read on its own)."""
     if connection.vendor != "postgresql":
         return None
-    table = connection.ops.quote_name(Message._meta.db_table)
     sql = (
-        "(SELECT json_agg(json_build_array(h.role, h.content, h.id) ORDER BY h.created_at, h.id) FROM "  # noqa: S608  # the model's names; values are parameters
-        f"(SELECT role, content, id, created_at FROM {table} WHERE conversation_id = {conversation}.id"
-        f" AND role IN (%s, %s, %s) AND ({conversation}.ended_at IS NULL OR created_at > {conversation}.ended_at)"
-        " ORDER BY created_at DESC, id DESC LIMIT %s) h)"
+        "(SELECT json_agg(json_build_array(h.role, h.content, h.id) ORDER BY h.created_at, h.id) FROM "  # noqa: S608  # history_rows' names and constants; the limit a parameter
+        f"(SELECT role, content, id, created_at {history_rows(conversation)} ORDER BY created_at DESC, id DESC"
+        " LIMIT %s) h)"
     )
-    return sql, [*HISTORY_ROLES, limit]
+    return sql, [limit]
 
 
 def history_parse(read: list[Any] | None) -> tuple[HistoryEntry, ...]:

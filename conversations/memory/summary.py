@@ -47,8 +47,7 @@ from agents.public import (
 )
 from common.infra import tracing
 from common.text import normalize
-from conversations.history import HISTORY_ROLES, HistoryEntry, conversation_history, history_parse
-from conversations.models import Message
+from conversations.history import HistoryEntry, conversation_history, history_parse, history_rows
 
 SUMMARY_EVERY = 10  # messages stored between two summaries
 SUMMARY_READ_MAX = 60  # messages read for one summary (the newest of those that left the window)
@@ -109,14 +108,9 @@ def summary_left_read(*, conversation: str, window: int) -> tuple[str, list[Any]
     newest), the newest :data:`SUMMARY_READ_MAX`. ``None`` where the database has no JSON aggregate of the kind."""
     if connection.vendor != "postgresql":
         return None
-    table = connection.ops.quote_name(Message._meta.db_table)
     # The platform's own constants, written into the statement: it is the ticket's, sent on every message, and each
     # parameter is encoded at every send where the statement itself is prepared once per connection.
-    roles = ", ".join(f"'{role}'" for role in HISTORY_ROLES)
-    history = (
-        f"FROM {table} WHERE conversation_id = {conversation}.id AND role IN ({roles}) AND"
-        f" ({conversation}.ended_at IS NULL OR created_at > {conversation}.ended_at)"
-    )
+    history = history_rows(conversation)
     newest = "ORDER BY created_at DESC, id DESC"
     sql = (
         f"CASE WHEN {conversation}.message_count - {conversation}.memory_summary_at_count >= {SUMMARY_EVERY:d} THEN"  # noqa: S608  # the model's names and the module's constants
