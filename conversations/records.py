@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection, transaction
+from django.db.models import Field, Model
 from django.utils import timezone
 
 from common.infra.statements import SqlValue, insert_statement, inserted, statement_cursor
@@ -44,6 +46,7 @@ from handoffs.public import Move, handoff_rows, moves_kinds
 from routing.public import RouteDecision
 
 RESULT_NOTE_KIND = "sub_conversation_result"
+RowModel = TypeVar("RowModel", bound=Model)
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,9 @@ class TurnRecord:
 @dataclass
 class TurnRows:
     """A turn's rows, unsaved: ``messages`` in reading order (the user's first, the answer last); the decision
-    points at the user's message, the tool calls at the answer; ``escalation`` is the one the turn opened (a person
-    now holds the conversation), its ``human`` move among ``handoffs``."""
+    points at the user's message, the tool calls at the answer, once the messages have ids (:meth:`link`);
+    ``escalation`` is the one the turn opened (a person now holds the conversation), its ``human`` move among
+    ``handoffs``."""
 
     messages: list[Message]
     decision: RouteDecisionRecord | None
@@ -126,16 +130,53 @@ class TurnRows:
             hop.message_id = answer_pk
 
 
+@dataclass(frozen=True)
+class _Places:
+    """Where each of a model's columns goes among its constructor's arguments, and the defaults Django gives the
+    columns a row leaves out: the constant ones made once, those made anew for each row (a dict, a list) named."""
+
+    index: dict[str, int]
+    defaults: tuple[Any, ...]
+    made: tuple[tuple[int, str, Field[Any, Any]], ...]
+
+
+@functools.cache
+def _places(model: type[Model]) -> _Places:
+    fields = model._meta.concrete_fields
+    anew = [each.has_default() and callable(each.default) for each in fields]
+    return _Places(
+        index={str(each.attname): place for place, each in enumerate(fields)},
+        defaults=tuple(None if made else each.get_default() for each, made in zip(fields, anew, strict=True)),
+        made=tuple((place, str(each.attname), each) for place, each in enumerate(fields) if anew[place]),
+    )
+
+
+def row_new(model: type[RowModel], **values: Any) -> RowModel:
+    """A new row of ``model`` with ``values`` (by ``attname``: ``conversation_id``, not ``conversation``) and every
+    other column at its default — what ``model(**values)`` makes, built by position, as Django's ``Model.from_db``
+    builds the rows it reads (``cls(*values)`` in ``concrete_fields`` order): the keyword constructor looks each field
+    up among the keywords and makes each default again, for every row of every message."""
+    places = _places(model)
+    args = list(places.defaults)
+    index = places.index
+    for name, value in values.items():
+        args[index[name]] = value
+    for place, name, each in places.made:
+        if name not in values:
+            args[place] = each.get_default()
+    return model(*args)
+
+
 def turn_rows(record: TurnRecord) -> TurnRows:
     """The rows ``record`` stores; nothing is saved."""
     messages = _message_rows(record)
     return TurnRows(
         messages=messages,
-        decision=_decision_row(record, messages[0]),
+        decision=_decision_row(record),
         tool_calls=[
-            ToolCall(
+            row_new(
+                ToolCall,
                 conversation_id=record.conversation_id,
-                message=messages[-1],
                 agent=record.agent,
                 tool=call["tool"],
                 server=call["server"],
@@ -173,7 +214,8 @@ def _message_rows(record: TurnRecord) -> list[Message]:
     turn gives none: a person holds the conversation)."""
     conversation, cohort, version = record.conversation_id, record.cohort, record.routing_version
     profile = record.profile_id
-    user = Message(
+    user = row_new(
+        Message,
         conversation_id=conversation,
         role=MessageRole.USER,
         cohort=cohort,
@@ -187,7 +229,8 @@ def _message_rows(record: TurnRecord) -> list[Message]:
         },
     )
     notes = [
-        Message(
+        row_new(
+            Message,
             conversation_id=conversation,
             role=MessageRole.SYSTEM,
             cohort=cohort,
@@ -200,7 +243,8 @@ def _message_rows(record: TurnRecord) -> list[Message]:
         for agent, note in record.notes
     ]
     parts = [
-        Message(
+        row_new(
+            Message,
             conversation_id=conversation,
             role=MessageRole.AGENT,
             cohort=cohort,
@@ -213,7 +257,8 @@ def _message_rows(record: TurnRecord) -> list[Message]:
         )
         for part in record.parts
     ]
-    answer = Message(
+    answer = row_new(
+        Message,
         conversation_id=conversation,
         role=MessageRole.ASSISTANT,
         cohort=cohort,
@@ -232,13 +277,13 @@ def _message_rows(record: TurnRecord) -> list[Message]:
     return [user, *notes, *parts, answer] if record.answered else [user, *notes, *parts]
 
 
-def _decision_row(record: TurnRecord, user_message: Message) -> RouteDecisionRecord | None:
+def _decision_row(record: TurnRecord) -> RouteDecisionRecord | None:
     decision = record.decision
     if decision is None:
         return None
-    return RouteDecisionRecord(
+    return row_new(
+        RouteDecisionRecord,
         conversation_id=record.conversation_id,
-        message=user_message,
         mode=record.mode,
         route=decision.route,
         agent=decision.agent,

@@ -205,10 +205,13 @@ def answer_lines(turn: Turn) -> str:
     step = turn.stack.step
     if step is None or step.fixed:
         return ""
+    resumed = step.resume if turn.input.profile.resume_style == "explicit" else None
+    if resumed is None and not step.queued:
+        return ""  # most messages: no line to write, so no language is switched to for it
     lines: list[str] = []
     with translation.override(language_known(turn.language.code)):
-        if step.resume is not None and turn.input.profile.resume_style == "explicit":
-            lines.append(_resume_line(step.resume))
+        if resumed is not None:
+            lines.append(_resume_line(resumed))
         for frame in step.queued:
             lines.append(
                 gettext("Next, your other request: “%(text)s”. Shall I look into it now?") % {"text": frame.text}

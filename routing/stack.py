@@ -682,10 +682,12 @@ def clauses_announced(text: str) -> list[tuple[str, bool]]:
         part = text[start:end].strip(" ,")
         if len(part.split()) < MIN_CLAUSE_WORDS:
             continue
+        if not found:  # nothing comes before the first request: it is read for no announcement (most messages hold one)
+            found.append((part, False))
+            continue
         before, after = joints[index], joints[index + 1] if index + 1 < len(joints) else ""
-        asks = is_question(part) or "?" in after
         announced = bool(_ANNOUNCES.match(before.strip(" ,.;!?\n")) or _ANNOUNCES.match(part))
-        found.append((part, bool(found) and (announced or ("?" in before and asks))))
+        found.append((part, announced or ("?" in before and (is_question(part) or "?" in after))))
     return found
 
 

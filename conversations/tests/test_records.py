@@ -8,13 +8,16 @@ from dataclasses import replace
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import connection
+from django.db.models import Field
 from django.test.utils import CaptureQueriesContext
 
 from common.rehearsal import rehearsing
 from conversations.graph import run_turn
-from conversations.models import Message, ToolCall
+from conversations.models import Message, RouteDecisionRecord, ToolCall
+from conversations.records import TurnRecord, row_new, turn_rows
 from conversations.turn import TurnInput
 from routing import snapshot
+from routing.public import RouteDecision
 
 pytestmark = pytest.mark.django_db
 
@@ -62,3 +65,72 @@ def test_a_turn_that_recounts_its_conversation_inside_an_open_transaction_joins_
     statements = [query["sql"].split(" ", 1)[0] for query in queries.captured_queries]
     assert connection.in_atomic_block and "WITH" in statements
     assert not {"SAVEPOINT", "RELEASE"} & set(statements), statements
+
+
+def row_columns(row) -> dict:
+    return {each.attname: getattr(row, each.attname) for each in type(row)._meta.concrete_fields}
+
+
+@pytest.mark.parametrize(
+    ("model", "values"),
+    [
+        (Message, {"conversation_id": 7, "role": "user", "content": "oi", "metadata": {"channel": "web"}}),
+        (Message, {"conversation_id": 7, "role": "assistant", "prompt_tokens": 12, "judge_score": 0.5, "step": 2}),
+        (RouteDecisionRecord, {"conversation_id": 7, "mode": "router", "intent": "billing", "confidence": 0.9}),
+        (ToolCall, {"conversation_id": 7, "tool": "consultar_fatura", "arguments": {"msisdn": "5511"}}),
+        (ToolCall, {}),
+    ],
+)
+def test_a_row_built_by_position_holds_what_the_keyword_constructor_gives_it(model, values):
+    built, keyworded = row_new(model, **values), model(**values)
+
+    assert row_columns(built) == row_columns(keyworded)
+    assert built._state.adding and built.pk is None
+    again = row_new(model, **values)
+    for each in model._meta.concrete_fields:  # a default made for each row (a dict, a list) is the row's own
+        if isinstance(getattr(built, each.attname), dict | list) and each.attname not in values:
+            assert getattr(again, each.attname) is not getattr(built, each.attname)
+
+
+def test_building_a_turns_rows_makes_no_columns_constant_default_again(monkeypatch):
+    """A turn's rows take every column's constant default as worked out once per model: Django's keyword
+    constructor made each left-out column's default again for every row (ten for the customer's message, three for the
+    answer, two for a decision)."""
+    record = TurnRecord(
+        conversation_id=7,
+        tenant_id=1,
+        profile_id=2,
+        text="minha fatura veio alta",
+        answer="Sua fatura de R$ 289,90 vence dia 10.",
+        agent="billing_agent",
+        mode="router",
+        metadata={"mode": "router"},
+        decision=RouteDecision(route="billing_agent", agent="billing_agent", intent="billing", method="keyword"),
+        tool_calls=[
+            {
+                "tool": "consultar_fatura",
+                "server": "telecom",
+                "arguments": {},
+                "status": "ok",
+                "latency_ms": 3.0,
+                "result": {},
+                "error": None,
+            }
+        ],
+    )
+    turn_rows(record)  # each model's defaults worked out
+    made: list[str] = []
+    get_default = Field.get_default
+
+    def counted(self):
+        made.append(self.attname)
+        return get_default(self)
+
+    monkeypatch.setattr(Field, "get_default", counted)
+    rows = turn_rows(record)
+
+    assert made == []
+    assert [message.role for message in rows.messages] == ["user", "assistant"]
+    assert (rows.messages[0].step, rows.messages[0].agent, rows.messages[0].latency_ms) == (0, "", None)
+    assert rows.decision is not None and rows.decision.message_id is None  # linked once the messages have ids
+    assert rows.tool_calls[0].error == ""

@@ -17,6 +17,7 @@ from agents.models import (
     DEFAULT_SKIP_WORDS,
 )
 from common.text import described_example, identifier_shape, identifiers
+from routing import stack
 from routing.repairs import RepairWords, marks_digression, return_cut, skips_the_question
 from routing.replies import ReplyWords
 from routing.stack import Frame, StackStep, clauses, clauses_announced, frames_read, is_question, value_corrections
@@ -164,6 +165,37 @@ def test_a_clause_after_words_that_add_a_request_or_a_question_after_a_question_
         ("cai toda hora", False),
     ]
     assert clauses_announced("my order is late. it was due monday")[1] == ("it was due monday", False)
+
+
+class CountedPattern:
+    def __init__(self, pattern):
+        self.pattern, self.read = pattern, []
+
+    def match(self, text):
+        self.read.append(text)
+        return self.pattern.match(text)
+
+
+def test_only_the_requests_after_a_messages_first_are_read_for_a_question_or_an_announcement(monkeypatch):
+    """Nothing comes before a message's first request, so nothing can announce it as one more: most messages hold
+    one request, and none of them is read for a question or joining words."""
+    asked: list[str] = []
+    is_question_read = stack.is_question
+    monkeypatch.setattr(stack, "is_question", lambda text: asked.append(text) or is_question_read(text))
+    announces = CountedPattern(stack._ANNOUNCES)
+    monkeypatch.setattr(stack, "_ANNOUNCES", announces)
+
+    assert clauses_announced("Por que a minha fatura veio com valor alto este mês?") == [
+        ("Por que a minha fatura veio com valor alto este mês", False)
+    ]
+    assert (asked, announces.read) == ([], [])
+
+    assert clauses_announced("onde está meu pedido? qual o plano com mais dados?") == [
+        ("onde está meu pedido", False),
+        ("qual o plano com mais dados", True),
+    ]
+    assert asked == ["qual o plano com mais dados"]
+    assert announces.read == ["", "qual o plano com mais dados"]
 
 
 def test_questions_are_told_in_the_three_languages():
