@@ -280,8 +280,8 @@ PROFILE_SETTINGS: tuple[ProfileSetting, ...] = (
         "boolean",
         False,
         ANSWERS,
-        "When the model rewrites a conversation's summary it also keeps lasting facts about the customer (offline: "
-        "the preferences they stated).",
+        "Keep lasting facts about the customer read from the messages that leave a conversation's window, with the "
+        "running summary or without it (offline: the preferences they stated).",
         agents_yaml="extract_customer_facts",
         added=25,
     ),

@@ -196,6 +196,7 @@ async def input_guardrails(turn: Turn) -> None:
         text=turn.guardrails.sanitized_text,
         earlier=earlier,
         hint=turn.input.language_hint,
+        own=turn.input.profile.language,
     )
 
 

@@ -10,9 +10,12 @@ Decided once a turn (:func:`language_decide`), in this order:
    ambiguous word — "ok", "sim", "no" — never changes it, nor a short reply Portuguese and Spanish share ("ok,
    confirmado por favor", which the model reads either way); a code such as "NDA-SE.ST" is one word, whatever its
    punctuation splits;
-3. none kept yet: the message's, else the customer's earlier messages', else :data:`common.i18n.DEFAULT_LANGUAGE`
-   — or the ``Accept-Language`` the client sent (every browser sends one: a guess, not a choice) — not kept: the
-   next message that tells decides.
+3. none kept yet: the message's, else the customer's earlier messages', else the ``Accept-Language`` the client sent
+   (every browser sends one: a guess, not a choice), else the profile's own language (what its texts are written
+   in), else :data:`common.i18n.DEFAULT_LANGUAGE` — not kept: the next message that tells decides. A message read
+   as Portuguese or Spanish without certainty ("a bolsa abre que horas?": every word is both languages') is told
+   apart by the same two, the client's language then the profile's, where one of them is the other of the pair —
+   not kept either.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from common.i18n import DEFAULT_LANGUAGE
 from common.language import LANGUAGES, detect_language, language_clear
 
 CHANGE_WORDS = 3  # a message this long that reads as another language changes the kept one
+# The languages a short message without marks of either reads as both of (common.language's marks tell them apart).
+NEIGHBOURS = ("pt", "es")
 _WORD = re.compile(r"[^\W\d_]{2,}")
 
 
@@ -66,10 +71,11 @@ def language_asked(value: str | None) -> str:
 
 
 def language_decide(
-    *, kept: str, channel: str, text: str, earlier: Iterable[str] = (), hint: str = ""
+    *, kept: str, channel: str, text: str, earlier: Iterable[str] = (), hint: str = "", own: str = ""
 ) -> tuple[str, str]:
     """``(the turn's language, the one the conversation keeps)`` by the rules above; ``earlier``: the customer's
-    earlier messages, newest first; ``hint``: the client's ``Accept-Language``, read by :func:`language_asked`."""
+    earlier messages, newest first; ``hint``: the client's ``Accept-Language``, read by :func:`language_asked`;
+    ``own``: the profile's language."""
     if channel in LANGUAGES:
         return channel, channel
     told = detect_language(text)
@@ -78,9 +84,12 @@ def language_decide(
             return told, told
         return kept, kept
     if told is not None:
+        prior = next((language for language in (hint, own) if language in NEIGHBOURS), told)
+        if told in NEIGHBOURS and prior != told and not language_clear(text, told):  # read only where it may matter
+            return prior, ""
         return told, told
     for said in earlier:
         told = detect_language(said)
         if told is not None:
             return told, told
-    return hint or DEFAULT_LANGUAGE, ""
+    return next(language for language in (hint, own, DEFAULT_LANGUAGE) if language in LANGUAGES), ""

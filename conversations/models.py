@@ -34,10 +34,14 @@ CONVERSATION_OUTCOMES = [(OPEN, "Open"), *Outcome.choices, (UNMEASURED, "Ended b
 class Conversation(models.Model):
     """One conversation, keyed ``tenant_id:agent_id:session_id``."""
 
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="conversations")
+    # No index of its own (nor on the foreign keys below marked so): an index of the table's Meta leads with the
+    # column, and the lookups by it and the cascade of a delete use that one — one index less to keep per row written.
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="conversations", db_index=False)
     profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="conversations")
     session_id = models.CharField(max_length=200)
-    conversation_key = models.CharField(max_length=400, unique=True)
+    # Unique by a constraint (conversation_key_unique), not unique=True: PostgreSQL then keeps no second,
+    # pattern-matching index of the key, which no query reads (a key is looked up whole).
+    conversation_key = models.CharField(max_length=400)
     user_id = models.CharField(max_length=200, blank=True)
     channel = models.CharField(max_length=64, blank=True)
     state = models.CharField(max_length=100, blank=True)
@@ -150,6 +154,7 @@ class Conversation(models.Model):
             # index); which are idle is read from turn_started_at, left out so that a turn's update stays HOT.
             models.Index(fields=["profile", "created_at"], condition=models.Q(outcome=""), name="conversation_open"),
         ]
+        constraints = [models.UniqueConstraint(fields=["conversation_key"], name="conversation_key_unique")]
 
     def __str__(self) -> str:
         return self.conversation_key
@@ -175,7 +180,9 @@ KNOWLEDGE_UNKNOWN = models.Q(role=MessageRole.ASSISTANT, metadata__knowledge__un
 
 
 class Message(models.Model):
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    conversation = models.ForeignKey(  # indexed by message_conversation_time
+        Conversation, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
     role = models.CharField(max_length=16, choices=MessageRole.choices)
     agent = models.CharField(max_length=64, blank=True, help_text="Specialist that wrote an assistant message.")
     content = models.TextField()
@@ -273,7 +280,9 @@ class Message(models.Model):
 class RouteDecisionRecord(models.Model):
     """A stored routing decision (the contract lives in :class:`routing.router.RouteDecision`)."""
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="route_decisions")
+    conversation = models.ForeignKey(  # indexed by decision_conversation_time
+        Conversation, on_delete=models.CASCADE, related_name="route_decisions", db_index=False
+    )
     message = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
     mode = models.CharField(max_length=16)
     route = models.CharField(max_length=64)
@@ -329,7 +338,9 @@ class ToolCallStatus(models.TextChoices):
 
 
 class ToolCall(models.Model):
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="tool_calls")
+    conversation = models.ForeignKey(  # indexed by toolcall_conversation_time
+        Conversation, on_delete=models.CASCADE, related_name="tool_calls", db_index=False
+    )
     message = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, blank=True, related_name="tool_calls")
     agent = models.CharField(max_length=64)
     tool = models.CharField(max_length=100)
@@ -674,7 +685,9 @@ class Escalation(models.Model):
     # A UUID, made before the row is stored: the turn that hands a conversation over names it in its answer, and
     # an external desk's API addresses it, without the platform's row numbers.
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="escalations")
+    conversation = models.ForeignKey(  # indexed by escalation_conversation
+        Conversation, on_delete=models.CASCADE, related_name="escalations", db_index=False
+    )
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
     profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
     team = models.CharField(max_length=40, help_text="The queue it waits in.")
@@ -735,7 +748,9 @@ class ConversationOutcome(models.Model):
 
     conversation = models.OneToOneField(Conversation, on_delete=models.CASCADE, related_name="ended")
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
-    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
+    profile = models.ForeignKey(  # indexed by outcome_version
+        "agents.AgentProfile", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
     reason = models.CharField(
         max_length=32,

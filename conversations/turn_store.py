@@ -30,7 +30,7 @@ from conversations.desk.escalations import (
 )
 from conversations.history import conversation_history, history_parse, history_read
 from conversations.memory.facts import facts_parse, facts_read
-from conversations.memory.part import memory_read
+from conversations.memory.part import memory_read, memory_reads_left
 from conversations.memory.summary import summary_left_read
 from conversations.models import (
     ESCALATION_OPEN,
@@ -106,16 +106,18 @@ def turn_start(turn: Turn) -> bool:
 
 def conversation_read(data: TurnInput) -> tuple[str, list[Any]] | None:
     """``(sql, params)`` of what the ticket's statement brings along when the turn may run at once (PostgreSQL): the
-    conversation's recent history, the customer's facts and, where the profile summarises its conversations and the
-    summary is due, the messages that left the window — one JSON array of the three; ``None`` where the database has
-    no JSON aggregate of the kind (then :func:`conversation_load` reads them on their own, in the same crossing)."""
+    conversation's recent history, the customer's facts and, where the profile summarises its conversations or reads
+    the customer's facts from them (:func:`conversations.memory.part.memory_reads_left`) and the summary is due, the
+    messages that left the window — one JSON array of the three; ``None`` where the database has no JSON aggregate
+    of the kind (then :func:`conversation_load` reads them on their own, in the same crossing)."""
     window = settings.CONVERSATION_HISTORY_LIMIT
     history = history_read(conversation=ordering.conversation_table(), limit=window)
     if history is None:
         return None
-    facts = facts_read(tenant_id=data.tenant_pk, user_id=stored_user_id(data)) or ("NULL", [])
+    user_id = stored_user_id(data)
+    facts = facts_read(tenant_id=data.tenant_pk, user_id=user_id) or ("NULL", [])
     left: tuple[str, list[Any]] = ("NULL", [])
-    if data.profile.summarise_conversations:
+    if memory_reads_left(data.profile, user_id):
         left = summary_left_read(conversation=ordering.conversation_table(), window=window) or left
     return f"json_build_array({history[0]}, {facts[0]}, {left[0]})::text", [*history[1], *facts[1], *left[1]]
 
@@ -171,7 +173,7 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
             state=state,
             conversation_pk=turn.store.conversation_pk,
             history=turn.history,
-            summarise=turn.input.profile.summarise_conversations,  # the profile served (a rollout's candidate)
+            profile=turn.input.profile,  # the profile served (a rollout's candidate)
             facts=facts,
             left=left,
         )

@@ -285,7 +285,7 @@ async def _decide(profile: ProfileSpec, case: Case) -> tuple[dict[str, str], str
     """The actual decision for ``case``, as the engine would take it for a new conversation in the case's state."""
     actual = {
         **dict.fromkeys(ROUTING_TEST_EXPECT_KEYS, ""),
-        "language": language_decide(kept="", channel="", text=case.message)[0],
+        "language": language_decide(kept="", channel="", text=case.message, own=profile.language)[0],
     }
     if profile.effective_mode == GOAL_MODE or case.wants_goal:
         decision = await goal_decide(profile=profile, text=case.message, goal_state=None)
@@ -365,7 +365,7 @@ async def _turn(
     state, else :func:`routing.stack.conversation_decide` with the frames), and what it shows; ``talk`` carries
     the conversation on."""
     actual: dict[str, Any] = {**dict.fromkeys(ROUTING_TEST_KEYS, ""), "events": [], "topics": []}
-    actual["language"], talk.language = language_decide(kept=talk.language, channel="", text=text)
+    actual["language"], talk.language = language_decide(kept=talk.language, channel="", text=text, own=profile.language)
     step: StackStep | None = None
     delegated = ""
     if profile.effective_mode == GOAL_MODE or "goal" in expect or "status" in expect:

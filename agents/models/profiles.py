@@ -399,9 +399,9 @@ class AgentProfile(models.Model):
     )
     extract_customer_facts = models.BooleanField(
         default=False,
-        help_text="Whether the profile's model, when it rewrites a conversation's summary, also writes down lasting "
-        "facts about the customer (kept with source extracted, shared with the customer's other conversations). "
-        "Offline: the preferences the customer stated.",
+        help_text="Whether the profile's model writes down lasting facts about the customer from the messages that "
+        "leave a conversation's window (in the running summary's call where the profile keeps one; kept with source "
+        "extracted, shared with the customer's other conversations). Offline: the preferences the customer stated.",
     )
     llm_base_url = models.CharField(
         max_length=500,

@@ -16,6 +16,7 @@ from conversations.history import HistoryEntry
 from conversations.memory.commands import Command
 from conversations.memory.facts import Fact, facts_given, facts_of
 from conversations.memory.summary import SummaryWritten, summary_left
+from routing.public import ProfileSpec
 
 # What the specialists read before the conversation's recent messages (system notes; data, not instructions).
 SUMMARY_NOTE = (
@@ -46,6 +47,9 @@ class TurnMemory:
     user_id: str = ""  # the customer as the conversations keep them ("": anonymous, no facts)
     facts: tuple[Fact, ...] = ()
     summary: str = ""
+    # Whether the profile keeps the running summary (gives it, rewrites it); off, its rewrite may still read the
+    # customer's facts from what left the window (``extract_customer_facts``), and the summary stays as it was.
+    summarising: bool = True
     summary_through: int = 0
     summary_at_count: int = 0
     message_count: int = 0
@@ -64,7 +68,7 @@ class TurnMemory:
         """The system notes ``agent`` reads before the conversation's recent messages: the summary, then the
         customer's facts it may read (bounded: :func:`.facts.facts_given`); recorded as given."""
         notes: list[str] = []
-        if self.summary:
+        if self.summary and self.summarising:
             notes.append(SUMMARY_NOTE.format(summary=self.summary))
             self.given_summary = True
         given = facts_given(self.facts, agent=agent, shared=shared)
@@ -81,9 +85,15 @@ class TurnMemory:
             "summary": self.summary if self.given_summary else "",
             "facts": list(self.given_facts.values()),
             "command": self.command.kind if self.command is not None else None,
-            "summary_updated": self.written is not None,
+            "summary_updated": self.written is not None and self.summarising,
             "extracted": [fact for fact, _ in self.written.facts] if self.written is not None else [],
         }
+
+
+def memory_reads_left(profile: ProfileSpec, user_id: str) -> bool:
+    """Whether a turn of ``profile`` for the customer ``user_id`` ("": anonymous) reads what left the window when
+    the summary is due: to rewrite the summary, or to read the customer's facts from it."""
+    return profile.summarise_conversations or (profile.extract_customer_facts and bool(user_id))
 
 
 def memory_read(
@@ -93,21 +103,24 @@ def memory_read(
     state: dict[str, Any],
     conversation_pk: int,
     history: tuple[HistoryEntry, ...],
-    summarise: bool,
+    profile: ProfileSpec,
     facts: tuple[Fact, ...] | None = None,
     left: list[Any] | None = None,
 ) -> TurnMemory:
     """Memory as the turn finds it, in the database thread its load runs in: the customer's ``facts`` where the turn's
     statement brought them, else :func:`.facts.facts_of`'s (a cache read); and where the profile summarises its
-    conversations (``summarise``), the summary columns of the conversation's ``state``
+    conversations (``summarise_conversations``), the summary columns of the conversation's ``state``
     (:data:`conversations.ordering.STATE_COLUMNS`) and, when it is due, the messages that left the window
-    (:func:`.summary.summary_left`: ``left``, what the ticket's statement brought, or read then)."""
+    (:func:`.summary.summary_left`: ``left``, what the ticket's statement brought, or read then). A profile that keeps
+    no summary but reads the customer's facts from the conversation (``extract_customer_facts``, for a named
+    customer) reads the same, the summary's text only to keep it as it was (:func:`memory_reads_left`)."""
     memory = TurnMemory(
         user_id=user_id,
         facts=facts_of(tenant_id=tenant_id, user_id=user_id) if facts is None else facts,
         message_count=state.get("message_count") or 0,
+        summarising=profile.summarise_conversations,
     )
-    if summarise:
+    if memory_reads_left(profile, user_id):
         memory.summary = state.get("memory_summary") or ""
         memory.summary_through = state.get("memory_summary_through") or 0
         memory.summary_at_count = state.get("memory_summary_at_count") or 0

@@ -87,7 +87,9 @@ async def _summary_rewrite(turn: Turn, left: tuple[HistoryEntry, ...]) -> Summar
     if not left:  # nothing left the window since: wait another round
         return SummaryWritten(memory.summary, memory.summary_through, memory.message_count)
     extract = turn.input.profile.extract_customer_facts and bool(memory.user_id)
-    read = await summary_rewritten(turn.input.profile, memory.summary, left, extract=extract)
+    read = await summary_rewritten(
+        turn.input.profile, memory.summary, left, extract=extract, summarise=memory.summarising
+    )
     facts = tuple((turn.guardrails.vault.mask(fact), source) for fact, source in read.facts)
     return SummaryWritten(read.text, left[-1].message_id or memory.summary_through, memory.message_count, facts)
 

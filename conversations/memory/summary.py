@@ -24,7 +24,9 @@ the summary and the facts in one JSON reply (:data:`SUMMARY_FACTS_PROMPT`; one c
 reply that is plain text is the summary and gives no fact, one that is JSON of another shape keeps the old summary —
 and offline the customer's stated preferences are read (:func:`agents.remember_tool.preference_stated`).
 
-A profile that does not summarise its conversations (``summarise_conversations`` off) reads, rewrites and gives none.
+A profile that does not summarise its conversations (``summarise_conversations`` off) reads, rewrites and gives none;
+where it reads the customer's facts from them all the same, what left the window is read as for a summary and the
+model asked for the facts alone (:data:`FACTS_PROMPT`), the summary kept as it was.
 """
 
 from __future__ import annotations
@@ -61,12 +63,23 @@ SUMMARY_PROMPT = (
     "only the summary.\n\nSummary so far:\n{summary}\n\nNew messages (oldest first):\n{messages}"
 )
 FACTS_PER_SUMMARY = 5  # what one rewrite may read of lasting facts
+FACTS_ASKED = (
+    "the lasting facts about the customer that these new messages tell and that will still hold in their next "
+    "conversations (their preferences, their situation), at most {facts}, each one short sentence; none when there is "
+    "none."
+)
 SUMMARY_FACTS_PROMPT = (
     SUMMARY_PROMPT.replace("; write only the summary.", ".")
-    + "\n\nAlso write down the lasting facts about the customer that these new messages tell and that will still "
-    "hold in their next conversations (their preferences, their situation), at most {facts}, each one short "
-    'sentence; none when there is none. Answer with one JSON object and nothing else: {{"summary": "…", "facts": '
-    '["…"]}}'
+    + "\n\nAlso write down "
+    + FACTS_ASKED
+    + ' Answer with one JSON object and nothing else: {{"summary": "…", "facts": ["…"]}}'
+)
+# A profile that keeps no summary but reads the customer's facts from its conversations: the facts alone.
+FACTS_PROMPT = (
+    "You read a customer conversation for the assistants who will serve this customer again. Write down "
+    + FACTS_ASKED
+    + " Keep placeholders such as [PHONE_1] as they are. Answer with one JSON object and nothing else: "
+    '{{"facts": ["…"]}}\n\nNew messages (oldest first):\n{messages}'
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 _FENCED = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
@@ -165,17 +178,20 @@ def _transcript(messages: tuple[HistoryEntry, ...]) -> str:
 
 
 async def summary_rewritten(
-    profile: Any, summary: str, messages: tuple[HistoryEntry, ...], *, extract: bool
+    profile: Any, summary: str, messages: tuple[HistoryEntry, ...], *, extract: bool, summarise: bool = True
 ) -> SummaryRead:
     """The summary rewritten by ``profile``'s model (counted in the turn's usage as ``memory``), the offline one when
     the profile has no model; and with ``extract`` the lasting facts about the customer that ``messages`` tell: the
     model's, in the same reply (:func:`_read_reply`), offline the preferences the customer stated. A model's failure,
-    or a reply that is JSON but no summary, raises (the caller keeps the summary it had)."""
+    or a reply that is JSON but no summary, raises (the caller keeps the summary it had). With ``summarise`` off
+    (the profile keeps no summary) only the facts are read — the model asked for them alone, a reply of another shape
+    giving none — and ``summary`` is given back as it was."""
     if not llm_configured(profile):
         facts = _preferences(messages) if extract else ()
-        return SummaryRead(summary_extracted(summary, messages), facts)
+        return SummaryRead(summary_extracted(summary, messages) if summarise else summary, facts)
     model = OpenAICompatibleModel(profile)
-    prompt = (SUMMARY_FACTS_PROMPT if extract else SUMMARY_PROMPT).format(
+    asked = SUMMARY_PROMPT if not extract else SUMMARY_FACTS_PROMPT if summarise else FACTS_PROMPT
+    prompt = asked.format(
         words=SUMMARY_MAX_CHARS // 8,
         summary=summary or "(none yet)",
         messages=_transcript(messages),
@@ -188,26 +204,41 @@ async def summary_rewritten(
     text = (reply.content if isinstance(reply.content, str) else str(reply.content)).strip()
     if not extract:
         return SummaryRead(text[:SUMMARY_MAX_CHARS])
+    if not summarise:
+        data = _json_read(text)
+        read = _facts_listed(data) if isinstance(data, dict) else []
+        return SummaryRead(summary, tuple((fact, _source(fact, messages)) for fact in read))
     written, read = _read_reply(text)
     return SummaryRead(written[:SUMMARY_MAX_CHARS], tuple((fact, _source(fact, messages)) for fact in read))
+
+
+def _json_read(text: str) -> Any:
+    """A reply asked for as JSON, decoded (a fenced block's too); ``None`` when it is no JSON."""
+    fenced = _FENCED.fullmatch(text)
+    try:
+        return json.loads(fenced.group(1) if fenced else text)
+    except ValueError:
+        return None
 
 
 def _read_reply(text: str) -> tuple[str, list[str]]:
     """The summary and the facts of a reply asked for as JSON: plain text is the summary and gives no fact; JSON
     without a summary raises; a fact that is no text is skipped."""
-    fenced = _FENCED.fullmatch(text)
-    body = fenced.group(1) if fenced else text
-    try:
-        data = json.loads(body)
-    except ValueError:
+    data = _json_read(text)
+    if data is None:
         return text, []
     if not isinstance(data, dict) or not isinstance(data.get("summary"), str) or not data["summary"].strip():
         raise ValueError("the model's reply holds no summary")
+    return data["summary"].strip(), _facts_listed(data)
+
+
+def _facts_listed(data: dict[str, Any]) -> list[str]:
+    """The facts of a JSON reply: its ``facts`` list's texts, spaces closed up and cut at the bound."""
     listed = data.get("facts")
     if not isinstance(listed, list):
-        listed = []
+        return []
     facts = [" ".join(fact.split())[:FACT_MAX_CHARS] for fact in listed if isinstance(fact, str) and fact.strip()]
-    return data["summary"].strip(), facts[:FACTS_PER_SUMMARY]
+    return facts[:FACTS_PER_SUMMARY]
 
 
 def _preferences(messages: tuple[HistoryEntry, ...]) -> tuple[tuple[str, int | None], ...]:

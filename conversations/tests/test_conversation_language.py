@@ -84,6 +84,43 @@ def test_a_listing_code_is_one_word_and_leaves_the_kept_language_as_it_is():
     assert language_decide(kept="en", channel="", text="meu celular está sem sinal") == ("pt", "pt")
 
 
+def test_a_first_message_portuguese_and_spanish_read_alike_takes_the_profiles_language_and_is_not_kept():
+    """Every word of "a bolsa abre que horas?" is Portuguese and Spanish both; the model leans to Spanish (0.59). A
+    customer of a Portuguese-speaking business is answered in Portuguese, and the next message that tells decides."""
+    assert language_decide(kept="", channel="", text="a bolsa abre que horas?") == ("es", "es")
+    assert language_decide(kept="", channel="", text="a bolsa abre que horas?", own="pt") == ("pt", "")
+    assert language_decide(kept="", channel="", text="a bolsa abre que horas?", own="es") == ("es", "es")
+    assert language_decide(kept="", channel="", text="a fatura vence que dia?", own="pt") == ("pt", "")
+    # The client's language first, as where the words tell nothing.
+    assert language_decide(kept="", channel="", text="a bolsa abre que horas?", hint="es", own="pt") == ("es", "es")
+    assert language_decide(kept="", channel="", text="a bolsa abre que horas?", hint="en", own="pt") == ("pt", "")
+
+
+def test_a_message_that_tells_its_language_keeps_it_whatever_the_profiles_language():
+    assert language_decide(kept="", channel="", text="cuanto cuesta el plan?", own="pt") == ("es", "es")
+    assert language_decide(kept="", channel="", text="quanto custa o plano?", own="es") == ("pt", "pt")
+    assert language_decide(kept="", channel="", text="My phone has no signal since yesterday", own="es") == ("en", "en")
+    assert language_decide(kept="es", channel="", text="a bolsa abre que horas?", own="pt") == ("es", "es")
+
+
+def test_where_nothing_tells_the_profiles_language_comes_after_the_clients_and_before_the_platforms():
+    assert language_decide(kept="", channel="", text="P100?", own="en") == ("en", "")
+    assert language_decide(kept="", channel="", text="P100?", hint="es", own="en") == ("es", "")
+    assert language_decide(kept="", channel="", text="P100?", earlier=["I want to cancel my order"], own="es") == (
+        "en",
+        "en",
+    )
+
+
+def test_a_portuguese_customers_first_message_read_as_spanish_too_is_answered_in_portuguese(demo, api):
+    first = say(api, "a fatura vence que dia?", session="lang-alike")
+    told = say(api, "muchas gracias por la ayuda, necesito la factura", session="lang-alike")
+
+    assert first["metadata"]["language"] == "pt"
+    assert told["metadata"]["language"] == "es"  # the first was not kept: this one decides
+    assert Conversation.objects.get(conversation_key=first["conversation_key"]).language == "es"
+
+
 def test_a_channel_names_its_language_by_tag_or_accept_language_preference():
     assert language_asked("es-MX") == "es"
     assert language_asked("fr-FR,fr;q=0.9,en;q=0.8,es;q=0.9") == "es"

@@ -13,6 +13,7 @@ import pytest
 from django.core.cache import cache
 
 from agents.models import AgentProfile, Specialist
+from conversations.memory import part as memory_part
 from conversations.memory import summary
 from conversations.memory.facts import FACTS_KEPT_MAX
 from conversations.models import Conversation, CustomerFact, Message, ToolCall
@@ -278,6 +279,102 @@ def test_offline_the_summarys_rewrite_keeps_the_preferences_the_customer_stated(
     assert (fact.text, fact.source) == ("Prefiro ser atendido em português, por favor", "extracted")
     assert fact.source_message.content == "Olá. Prefiro ser atendido em português, por favor."
     assert answer["metadata"]["memory"]["extracted"] == [fact.text]
+
+
+def keeping_no_summary(telecom) -> None:
+    """The profile reads the customer's facts from its conversations but keeps no running summary."""
+    AgentProfile.objects.filter(pk=telecom.pk).update(extract_customer_facts=True, summarise_conversations=False)
+    snapshot.invalidate()
+
+
+def talk_until_extracted(api, settings, first: str, talk=say) -> list[dict]:
+    """``first``, then messages past the window until a turn reads a fact from what left it; every answer."""
+    settings.CONVERSATION_HISTORY_LIMIT = 4
+    answers = [talk(api, first)]
+    for number in range(summary.SUMMARY_EVERY + 2):
+        answers.append(talk(api, f"Minha fatura {number} veio alta"))
+        if answers[-1]["metadata"]["memory"]["extracted"]:
+            return answers
+    raise AssertionError("no fact was ever read from the conversation")
+
+
+def test_offline_a_profile_that_keeps_no_summary_still_reads_the_preferences_the_customer_stated(
+    api, telecom, settings
+):
+    keeping_no_summary(telecom)
+
+    answers = talk_until_extracted(api, settings, "Olá. Prefiro ser atendido em português, por favor.")
+
+    fact = CustomerFact.objects.get()
+    assert (fact.text, fact.source) == ("Prefiro ser atendido em português, por favor", "extracted")
+    assert fact.source_message.content == "Olá. Prefiro ser atendido em português, por favor."
+    assert answers[-1]["metadata"]["memory"]["extracted"] == [fact.text]
+    assert all(answer["metadata"]["memory"]["summary"] == "" for answer in answers)
+    assert not any(answer["metadata"]["memory"]["summary_updated"] for answer in answers)
+    conversation = Conversation.objects.get()
+    assert conversation.memory_summary == ""  # nothing summarised
+    assert conversation.memory_summary_through >= fact.source_message_id  # read once: the next read starts after it
+
+
+def test_a_profile_that_keeps_no_summary_asks_its_model_for_the_facts_alone(api, telecom, scripted_llm, settings):
+    keeping_no_summary(telecom)
+
+    def respond(body: dict) -> Reply:
+        if "lasting facts" in body["messages"][-1]["content"]:
+            return Reply(content=json.dumps({"facts": ["Prefers e-mail contact", 3]}), usage=(120, 12))
+        return Reply(content="Certo.", usage=(50, 2))
+
+    scripted_llm.respond_with(respond)
+
+    answers = talk_until_extracted(api, settings, "Prefiro contato por e-mail. Minha fatura de março veio alta.")
+
+    asked = [
+        r["messages"][-1]["content"] for r in scripted_llm.requests if "lasting facts" in r["messages"][-1]["content"]
+    ]
+    assert len(asked) == 1 and "running summary" not in asked[0] and '{"facts": ["…"]}' in asked[0]
+    assert "Prefiro contato por e-mail." in asked[0]
+    fact = CustomerFact.objects.get()
+    assert (fact.text, fact.source) == ("Prefers e-mail contact", "extracted")
+    assert fact.source_message.content.startswith("Prefiro contato por e-mail.")
+    assert Conversation.objects.get().memory_summary == ""
+    assert not any("CONVERSATION_SUMMARY" in system_notes(r) for r in scripted_llm.requests)
+    calls = {call["kind"]: call for call in answers[-1]["metadata"]["usage"]["calls"]}
+    assert (calls["memory"]["prompt_tokens"], calls["memory"]["completion_tokens"]) == (120, 12)
+
+
+@pytest.mark.parametrize("reply", ["The customer prefers e-mail.", '{"summary": "e-mail"}', "[1, 2]"])
+def test_a_facts_reply_of_another_shape_gives_no_fact_and_no_summary(api, telecom, scripted_llm, settings, reply):
+    keeping_no_summary(telecom)
+    scripted_llm.respond_with(
+        lambda body: Reply(content=reply if "lasting facts" in body["messages"][-1]["content"] else "Certo.")
+    )
+    settings.CONVERSATION_HISTORY_LIMIT = 4
+    say(api, "Prefiro contato por e-mail.")
+    for number in range(summary.SUMMARY_EVERY + 2):
+        say(api, f"Minha fatura {number} veio alta")
+
+    assert any("lasting facts" in r["messages"][-1]["content"] for r in scripted_llm.requests)
+    assert not CustomerFact.objects.exists()
+    assert Conversation.objects.get().memory_summary == ""
+
+
+def test_an_anonymous_conversation_of_a_profile_that_keeps_no_summary_reads_nothing_that_left_the_window(
+    api, telecom, settings, monkeypatch
+):
+    keeping_no_summary(telecom)
+    reads = []
+    monkeypatch.setattr(
+        memory_part, "summary_left", lambda *args, **kwargs: reads.append(kwargs) or summary.summary_left(**kwargs)
+    )
+    settings.CONVERSATION_HISTORY_LIMIT = 4
+    for number in range(summary.SUMMARY_EVERY + 6):
+        payload = {"text": f"Prefiro e-mail. Minha fatura {number} veio alta", "session_id": "s-remember-anonymous"}
+        response = api.post("/api/gateway/message", {"agent_id": "telecom_contas", "payload": payload}, format="json")
+        assert response.status_code == 200, response.content
+        assert response.json()["metadata"]["memory"]["extracted"] == []
+
+    assert reads == []
+    assert not CustomerFact.objects.exists()
 
 
 def test_the_remember_tool_is_given_on_the_specialists_admin_page_and_its_calls_show_on_the_conversation(
