@@ -23,7 +23,7 @@ import enum
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -274,9 +274,10 @@ def message_validated(valid: Mapping[str, Any]) -> MessageIn:
 # CharField validators), and for a slug anything but ASCII letters, digits, hyphens and underscores.
 _REFUSED_CHARACTERS = re.compile("[\x00\ud800-\udfff]")
 _SLUG = re.compile(r"[-a-zA-Z0-9_]+\Z")
-# The serializer's fields, built once: their limits are what the plain reading checks.
-_MESSAGE_FIELDS = MessageInputSerializer().fields
-_PAYLOAD_FIELDS = PayloadSerializer().fields
+# The serializer's fields, built once: their limits are what the plain reading checks. Copied out of DRF's
+# ``BindingDict`` into plain dicts, whose name checks and lookups run in C.
+_MESSAGE_FIELDS = dict(MessageInputSerializer().fields)
+_PAYLOAD_FIELDS = dict(PayloadSerializer().fields)
 # The optional strings of each level: (name, blank allowed).
 _OPTIONAL_MESSAGE = (("channel", False), ("tenant_id", False))
 _OPTIONAL_PAYLOAD = (("session_id", False), ("user_id", True), ("channel_id", True), ("language", True))
@@ -463,12 +464,16 @@ def turn_input_build(
         raise TextTooLong(limit)
     if counted:
         session_throttle(tenant_pk=tenant.pk, session_id=message.session_id, user_id=message.user_id)
-    turn_input = TurnInput(
+    session_id = message.session_id or new_session_id()
+    rollout = rollout_fields(
+        current, route, user_id=message.user_id or bucket, session_id=session_id, tenant_slug=tenant.slug
+    )
+    return TurnInput(
         tenant_pk=tenant.pk,
         tenant_slug=tenant.slug,
         profile=profile,
         text=message.text,
-        session_id=message.session_id or new_session_id(),
+        session_id=session_id,
         session_new=not message.session_id,
         user_id=message.user_id,
         channel=message.channel,
@@ -478,8 +483,8 @@ def turn_input_build(
         language=message.language,
         language_hint=language_asked(accept_language),
         origin=origin,
+        **rollout,
     )
-    return rollout_apply(turn_input, current, route, bucket=bucket)
 
 
 def request_origin(request: Any) -> str:
@@ -494,8 +499,11 @@ def identifier_stored(identifier: str) -> str:
     return identifier_pseudonym(identifier, key=settings.SECRET_KEY)
 
 
-def rollout_apply(turn_input: TurnInput, current: Snapshot, route: Route, *, bucket: str = "") -> TurnInput:
-    """The ``multi_agent`` rollout flag, on every face.
+def rollout_fields(
+    current: Snapshot, route: Route, *, user_id: str, session_id: str, tenant_slug: str
+) -> dict[str, Any]:
+    """The ``multi_agent`` rollout flag, on every face: the engine input's ``flags``, and on the rollout route its
+    ``single_agent`` and ``cohort`` (the input is built once, with them).
 
     The rollout route: the ``multi_agent`` cohort gets the multi-agent graph, everyone else the single-agent
     path; with no ``multi_agent`` flag at all (nothing is being rolled out) the profile's own mode runs, in no
@@ -509,22 +517,21 @@ def rollout_apply(turn_input: TurnInput, current: Snapshot, route: Route, *, buc
     evaluation = flag_evaluate(
         current.flags.get(MULTI_AGENT_FLAG),
         key=MULTI_AGENT_FLAG,
-        user_id=turn_input.user_id or bucket,
-        session_id=turn_input.session_id,
-        tenant=turn_input.tenant_slug,
+        user_id=user_id,
+        session_id=session_id,
+        tenant=tenant_slug,
         pseudonym=identifier_stored,
     ).as_dict()
     if route is Route.ROLLOUT and evaluation["reason"] == REASON_UNKNOWN_FLAG:
         # No multi_agent flag: nothing is being rolled out, so the profile's own mode runs, in no cohort.
-        return replace(turn_input, flags={MULTI_AGENT_FLAG: {**evaluation, "enabled": True, "route": route.value}})
+        return {"flags": {MULTI_AGENT_FLAG: {**evaluation, "enabled": True, "route": route.value}}}
     if route is Route.ROLLOUT:
         enabled = evaluation["enabled"]
-        return replace(
-            turn_input,
-            single_agent=not enabled,
-            flags={MULTI_AGENT_FLAG: {**evaluation, "route": route.value}},
-            cohort=COHORT_MULTI_AGENT if enabled else COHORT_SINGLE_AGENT,
-        )
+        return {
+            "single_agent": not enabled,
+            "flags": {MULTI_AGENT_FLAG: {**evaluation, "route": route.value}},
+            "cohort": COHORT_MULTI_AGENT if enabled else COHORT_SINGLE_AGENT,
+        }
     reason = "preview" if route is Route.PREVIEW else "profile_route"
     forced = {
         **evaluation,
@@ -533,7 +540,7 @@ def rollout_apply(turn_input: TurnInput, current: Snapshot, route: Route, *, buc
         "flag_result": evaluation["enabled"],
         "route": route.value,
     }
-    return replace(turn_input, flags={MULTI_AGENT_FLAG: forced})
+    return {"flags": {MULTI_AGENT_FLAG: forced}}
 
 
 def message_intake(

@@ -12,15 +12,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from rest_framework.exceptions import NotAcceptable
-from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.utils.mediatypes import media_type_matches
 
+from common.infra.negotiation import RememberingNegotiation
+
 EVENT_STREAM = "text/event-stream"
 
 
-class EventStreamNegotiation(DefaultContentNegotiation):
+class EventStreamNegotiation(RememberingNegotiation):
     def select_renderer(
         self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
     ) -> Any:

@@ -372,6 +372,8 @@ REST_FRAMEWORK = {
         "common.infra.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
+    # DRF's, its choice kept for a request like one it has answered (common/infra/negotiation.py).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "common.infra.negotiation.RememberingNegotiation",
     "UNAUTHENTICATED_USER": None,
     # Per API key or staff user, in the shared cache; the rates are the API_*_RATE_PER_KEY settings below.
     "DEFAULT_THROTTLE_CLASSES": ["tenants.throttles.ApiRateThrottle"],

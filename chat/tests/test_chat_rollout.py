@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agents.models import AgentProfile
+from chat.intake import MessageIn, Route, turn_input_build
 from common.config_version import config_version_bump
 from conversations.models import Conversation, Message
+from conversations.public import TurnInput
 from routing.rollout import bucket
 from routing.services import rollout_flag_set, rollout_tenant_override_set, rollout_user_override_set
 from tenants.models import ApiKey
@@ -203,3 +205,26 @@ def test_bad_input_on_the_chat_endpoint_names_the_field_and_stores_nothing(api, 
     assert response.status_code == 400
     assert "payload.text" in response.json()["error"]["fields"]
     assert Conversation.objects.count() == 0
+
+
+def test_a_messages_engine_input_is_built_once_with_the_flags_answer_in_it(supervised, tenant, monkeypatch):
+    rollout(percentage=50)
+    inside, outside = IN_AT_50[0], OUT_AT_50[0]
+    built: list[str] = []
+    init = TurnInput.__init__
+
+    def counted(self, *args, **kwargs):
+        built.append(kwargs.get("user_id", ""))
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(TurnInput, "__init__", counted)
+
+    def built_for(user: str) -> TurnInput:
+        message = MessageIn(agent_id="telecom_contas", text=TWO_TOPICS, session_id=user, user_id=user, channel="web")
+        return turn_input_build(tenant=tenant, message=message, route=Route.ROLLOUT, counted=False)
+
+    cohort, single = built_for(inside), built_for(outside)
+
+    assert built == [inside, outside]  # once each, the rollout's answer given to the one construction
+    assert (cohort.cohort, cohort.single_agent, cohort.flags[FLAG]["reason"]) == ("multi_agent", False, "bucket")
+    assert (single.cohort, single.single_agent, single.flags[FLAG]["enabled"]) == ("single_agent", True, False)

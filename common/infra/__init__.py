@@ -4,9 +4,9 @@ What is here makes the platform fast or keeps it up, and none of it is a product
 every outage (:mod:`.circuit`) and the database's (:mod:`.outages`), the resilient cache (:mod:`.cache`), the
 PostgreSQL backend and the statement builder (:mod:`.postgresql`, :mod:`.statements`), traces and their encoder
 (:mod:`.tracing`, :mod:`.otlp`), metrics (:mod:`.metrics`), the event bus (:mod:`.bus`), the start-up heap
-(:mod:`.heap`), JSON by orjson (:mod:`.fastjson`, :mod:`.renderers`), the one call to the Kubernetes API
-(:mod:`.kubernetes`). The ASGI handler and the middleware's async
-twins stay with the project (``platform/middleware.py``): they load the project's own middleware.
+(:mod:`.heap`), JSON by orjson (:mod:`.fastjson`, :mod:`.renderers`), DRF's content negotiation remembering
+its choices (:mod:`.negotiation`), the one call to the Kubernetes API (:mod:`.kubernetes`). The ASGI handler and
+the middleware's async twins stay with the project (``platform/middleware.py``): they load the project's own middleware.
 
 Some of it copies a library's code or reaches into its private names, each for a gain that was measured. Each such
 piece is fenced: a decision record in ``docs/decisions/``, a canary (``common/tests/test_upstream_canary.py``) that
