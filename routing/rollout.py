@@ -38,7 +38,7 @@ Decision order, recorded as :attr:`FlagEvaluation.reason`:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import mmh3
@@ -121,8 +121,17 @@ class FlagEvaluation:
     bucket: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready: strings, a bool, ints and ``None`` only."""
-        return asdict(self)
+        """JSON-ready: strings, a bool, ints and ``None`` only. Written out (every message's turn asks for it):
+        ``dataclasses.asdict`` deep-copies each plain value, about ten times the cost."""
+        return {
+            "flag": self.flag,
+            "enabled": self.enabled,
+            "reason": self.reason,
+            "percentage": self.percentage,
+            "stickiness": self.stickiness,
+            "stickiness_value": self.stickiness_value,
+            "bucket": self.bucket,
+        }
 
 
 def flag_evaluate(

@@ -8,6 +8,7 @@ Where the folder is absent, the vector tests skip and say where they looked.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -447,3 +448,18 @@ def test_the_evaluation_is_json_serialisable():
         "stickiness_value": shown("user-3"),
         "bucket": 41,
     }
+
+
+def test_a_flags_evidence_as_a_dict_holds_every_field_as_dataclasses_would_give_it():
+    evaluation = FlagEvaluation(
+        flag="new_router",
+        enabled=True,
+        reason="rollout",
+        percentage=25,
+        stickiness="user_id",
+        stickiness_value="u-1f3a",
+        bucket=17,
+    )
+
+    assert evaluation.as_dict() == dataclasses.asdict(evaluation)
+    assert list(evaluation.as_dict()) == [each.name for each in dataclasses.fields(FlagEvaluation)]
