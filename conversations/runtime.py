@@ -227,6 +227,40 @@ def _tool_definition(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
+# A speaker's model with a run's tools bound, by (the model, the tools: the compiled profile's own objects, the
+# control tools, knowledge's search, remember): a turn's specialist binds what its last turn bound, and building
+# the definitions and the binding was about a twelfth of its call. An entry holds the objects its key names by id,
+# so no other object takes their id while it lives; the turn's own options are handed to each call, never bound.
+BOUND_KEPT = 1024
+_bound_tools: dict[tuple[Any, ...], tuple[Any, tuple[ToolSpec, ...], Any]] = {}
+_bound_lock = threading.Lock()
+
+
+def _definitions(request: SpecialistRequest, searched: bool) -> list[dict[str, Any]]:
+    """The run's tools as the model is given them: its MCP tools, its moves, knowledge's search, remember."""
+    definitions = [_tool_definition(tool) for tool in request.tools] + [tool.definition() for tool in request.control]
+    if searched:
+        definitions.append(SEARCH_KNOWLEDGE_DEFINITION)
+    if request.remembers:
+        definitions.append(remember_definition())
+    return definitions
+
+
+def _tools_bound(model: Any, request: SpecialistRequest, searched: bool) -> Any:
+    """``model`` with the run's tools bound (:data:`_bound_tools`); the model itself when the run offers none."""
+    key = (id(model), *map(id, request.tools), request.control, searched, request.remembers)
+    kept = _bound_tools.get(key)
+    if kept is not None:  # the entry holds the model and the tools: the same ids are the same objects
+        return kept[2]
+    definitions = _definitions(request, searched)
+    runnable = model.bind_tools(definitions) if definitions else model
+    with _bound_lock:
+        if len(_bound_tools) >= BOUND_KEPT:
+            _bound_tools.clear()
+        _bound_tools[key] = (model, request.tools, runnable)
+    return runnable
+
+
 def _system_prompt(request: SpecialistRequest) -> str:
     name = request.profile.display_name_in(request.specialist, request.language)
     parts = [request.profile.policy, request.specialist.prompt or f"You are {name}."]
@@ -415,21 +449,26 @@ async def _tool_step(
     return outcome.control is not None or outcome.permission_needed is not None
 
 
-async def _ask(runnable: Any, messages: list[BaseMessage], request: SpecialistRequest, model: str) -> AIMessage:
-    """One model step, traced as an ``llm.call`` span with the token usage the model reported."""
+async def _ask(
+    runnable: Any, messages: list[BaseMessage], request: SpecialistRequest, model: str, turn: dict[str, Any]
+) -> AIMessage:
+    """One model step, traced as an ``llm.call`` span with the token usage the model reported; ``turn``: the
+    call's options of the turn (:func:`_turn_options`)."""
     with tracing.llm_span(model, purpose="specialist", agent=request.specialist.name) as current:
-        reply = await _reply(runnable, messages, request)
+        reply = await _reply(runnable, messages, request, turn)
         tracing.usage_record(current, reply)
     return reply
 
 
-async def _reply(runnable: Any, messages: list[BaseMessage], request: SpecialistRequest) -> AIMessage:
+async def _reply(
+    runnable: Any, messages: list[BaseMessage], request: SpecialistRequest, turn: dict[str, Any]
+) -> AIMessage:
     """One model step (a chat model's reply, or the sum of its chunks); for a streaming client, the text goes
     out as the model writes it."""
     if request.emit is None:
-        return await runnable.ainvoke(messages)
+        return await runnable.ainvoke(messages, **turn)
     reply = None
-    async for chunk in runnable.astream(messages):
+    async for chunk in runnable.astream(messages, **turn):
         reply = chunk if reply is None else reply + chunk
         text = chunk.content if isinstance(chunk.content, str) else ""
         if text:
@@ -494,13 +533,9 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         language=request.language,
         tools_offered=bool(request.tools),
     )
-    definitions = [_tool_definition(tool) for tool in request.tools] + [tool.definition() for tool in request.control]
-    if searches is not None:
-        definitions.append(SEARCH_KNOWLEDGE_DEFINITION)
-    if request.remembers:
-        definitions.append(remember_definition())
+    tooled = _tools_bound(model, request, searches is not None)
     options = provider.call_options(request.generation) if request.generation is not None else {}
-    runnable = _bound(model.bind_tools(definitions, **turn), options) if definitions else _bound(model, turn | options)
+    runnable = _bound(tooled, options)
 
     messages: list[BaseMessage] = [SystemMessage(_system_prompt(request))]
     messages.extend(SystemMessage(note) for note in request.memory)
@@ -516,7 +551,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     try:
         for _ in range(request.steps_allowed):
             outcome.steps += 1
-            reply = outcome.counted(await _ask(runnable, messages, speaking, provider.model_name))
+            reply = outcome.counted(await _ask(runnable, messages, speaking, provider.model_name, turn))
             messages.append(reply)
             if not reply.tool_calls:
                 outcome.answer = _text(reply)
@@ -531,11 +566,10 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         else:
             outcome.stopped = "step_limit"
             messages.append(SystemMessage(STEP_LIMIT_NOTE))
-            final = (
-                _bound(model.bind_tools(definitions, tool_choice="none", **turn), options) if definitions else runnable
-            )
+            definitions = _definitions(request, searches is not None)
+            final = _bound(model.bind_tools(definitions, tool_choice="none"), options) if definitions else runnable
             outcome.steps += 1
-            outcome.answer = _text(outcome.counted(await _ask(final, messages, speaking, provider.model_name)))
+            outcome.answer = _text(outcome.counted(await _ask(final, messages, speaking, provider.model_name, turn)))
     except Exception as exc:  # noqa: BLE001 — the user gets a graceful answer, the error is recorded
         logger.warning("Specialist %s failed: %s", request.specialist.name, exc)
         outcome.answer = say(request.language, ERROR_ANSWER)
