@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from common.text import normalize
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 from routing.small_talk import SmallTalkReader, person_asked_in, small_talk_read
 
@@ -341,3 +342,14 @@ def test_every_phrase_of_the_lexicon_is_found_among_other_words_as_a_search_of_e
                     assert reader.found_in(text, kind) == expected, (kind, text)
                     found += expected is not None
     assert found > 5000
+
+
+def test_a_letter_repeated_is_read_once_as_the_regular_expressions_own_template_reads_it():
+    from routing.small_talk import _REPEATS, _words, lexicon
+
+    kinds, filler = lexicon()
+    draw = random.Random(11)
+    texts = [phrase for phrases in kinds.values() for phrase in phrases] + filler
+    texts += ["".join(draw.choice("aabbooss ççãã__11") for _ in range(draw.randint(1, 40))) for _ in range(3000)]
+    for text in texts:
+        assert _words(text) == tuple(_REPEATS.sub(r"\1", normalize(text)).split()), text
