@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableBinding
 
 from agents.public import (
     ANSWER_CHARS_ASKED,
@@ -232,7 +233,7 @@ def _tool_definition(tool: ToolSpec) -> dict[str, Any]:
 # the definitions and the binding was about a twelfth of its call. An entry holds the objects its key names by id,
 # so no other object takes their id while it lives; the turn's own options are handed to each call, never bound.
 BOUND_KEPT = 1024
-_bound_tools: dict[tuple[Any, ...], tuple[Any, tuple[ToolSpec, ...], Any]] = {}
+_bound_tools: dict[tuple[Any, ...], tuple[Any, tuple[ToolSpec, ...], tuple[Any, dict[str, Any]]]] = {}
 _bound_lock = threading.Lock()
 
 
@@ -246,19 +247,27 @@ def _definitions(request: SpecialistRequest, searched: bool) -> list[dict[str, A
     return definitions
 
 
-def _tools_bound(model: Any, request: SpecialistRequest, searched: bool) -> Any:
-    """``model`` with the run's tools bound (:data:`_bound_tools`); the model itself when the run offers none."""
+def _tools_bound(model: Any, request: SpecialistRequest, searched: bool) -> tuple[Any, dict[str, Any]]:
+    """What the run's model is called as (:data:`_bound_tools`): the runnable and the keyword arguments each call
+    hands it. Where ``bind_tools`` gives langchain's ``RunnableBinding`` of the model with keyword arguments only (no
+    config of its own), the model itself with those arguments: the binding's call merges two configs that are empty
+    and hands the model the same arguments. The model itself and none when the run offers no tool."""
     key = (id(model), *map(id, request.tools), request.control, searched, request.remembers)
     kept = _bound_tools.get(key)
     if kept is not None:  # the entry holds the model and the tools: the same ids are the same objects
         return kept[2]
     definitions = _definitions(request, searched)
-    runnable = model.bind_tools(definitions) if definitions else model
+    bound = model.bind_tools(definitions) if definitions else model
+    through = isinstance(bound, RunnableBinding) and bound.bound is model
+    if through and not bound.config and not bound.config_factories:
+        called: tuple[Any, dict[str, Any]] = (model, dict(bound.kwargs))
+    else:
+        called = (bound, {})
     with _bound_lock:
         if len(_bound_tools) >= BOUND_KEPT:
             _bound_tools.clear()
-        _bound_tools[key] = (model, request.tools, runnable)
-    return runnable
+        _bound_tools[key] = (model, request.tools, called)
+    return called
 
 
 def _system_prompt(request: SpecialistRequest) -> str:
@@ -486,11 +495,6 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     return outcome
 
 
-def _bound(runnable: Any, options: dict[str, Any]) -> Any:
-    """``runnable`` with the call's options (a client's max_tokens, sampling, format) bound, if any."""
-    return runnable.bind(**options) if options else runnable
-
-
 def _turn_options(
     request: SpecialistRequest, provider: ModelProvider, asked: str, control: dict[str, ControlTool]
 ) -> dict[str, Any]:
@@ -533,9 +537,11 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         language=request.language,
         tools_offered=bool(request.tools),
     )
-    tooled = _tools_bound(model, request, searches is not None)
+    runnable, tools = _tools_bound(model, request, searches is not None)
     options = provider.call_options(request.generation) if request.generation is not None else {}
-    runnable = _bound(tooled, options)
+    # What each call hands the model: the client's options (max_tokens, sampling, format) over the tools' arguments,
+    # as a binding over the binding merged them, and the turn's.
+    called = tools | options | turn
 
     messages: list[BaseMessage] = [SystemMessage(_system_prompt(request))]
     messages.extend(SystemMessage(note) for note in request.memory)
@@ -551,7 +557,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     try:
         for _ in range(request.steps_allowed):
             outcome.steps += 1
-            reply = outcome.counted(await _ask(runnable, messages, speaking, provider.model_name, turn))
+            reply = outcome.counted(await _ask(runnable, messages, speaking, provider.model_name, called))
             messages.append(reply)
             if not reply.tool_calls:
                 outcome.answer = _text(reply)
@@ -567,9 +573,11 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
             outcome.stopped = "step_limit"
             messages.append(SystemMessage(STEP_LIMIT_NOTE))
             definitions = _definitions(request, searches is not None)
-            final = _bound(model.bind_tools(definitions, tool_choice="none"), options) if definitions else runnable
+            final, last = (runnable, called)
+            if definitions:
+                final, last = model.bind_tools(definitions, tool_choice="none"), options | turn
             outcome.steps += 1
-            outcome.answer = _text(outcome.counted(await _ask(final, messages, speaking, provider.model_name, turn)))
+            outcome.answer = _text(outcome.counted(await _ask(final, messages, speaking, provider.model_name, last)))
     except Exception as exc:  # noqa: BLE001 — the user gets a graceful answer, the error is recorded
         logger.warning("Specialist %s failed: %s", request.specialist.name, exc)
         outcome.answer = say(request.language, ERROR_ANSWER)

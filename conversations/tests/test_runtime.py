@@ -280,3 +280,23 @@ def test_a_tool_changed_and_published_is_bound_again_as_it_now_reads(api, live_m
     assert len(bindings) == 2
     assert bindings[1]["consultar_fatura"] == "A fatura do mês, item por item."
     assert bindings[0]["consultar_fatura"] != bindings[1]["consultar_fatura"]
+
+
+def test_a_specialists_model_is_called_with_its_tools_and_turn_without_a_binding_in_between(api, live_mcp, monkeypatch):
+    from langchain_core.runnables import RunnableBinding
+
+    bindings = offline_bindings(monkeypatch)
+    through: list[object] = []
+    call = RunnableBinding.ainvoke
+
+    async def counted(binding, *args, **kwargs):
+        through.append(binding)
+        return await call(binding, *args, **kwargs)
+
+    monkeypatch.setattr(RunnableBinding, "ainvoke", counted)
+
+    body = send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT, session_id="s-through")
+
+    assert len(bindings) == 1
+    assert through == []
+    assert results_by_tool(body)["consultar_fatura"]["status"] == "ok"  # the tools and the turn's context reached it
