@@ -187,7 +187,7 @@ class ModelProvider:
     """Contract of a model provider.
 
     ``chat_model`` returns a langchain-core chat model that supports ``bind_tools``, and ``turn_options`` the
-    keyword arguments its calls take for one turn (bound with the tools); the specialist runtime
+    keyword arguments its calls take for one turn (handed to each call); the specialist runtime
     (:mod:`conversations.runtime`) drives it, the same loop for every provider, and turns its errors into graceful
     answers. A chat model holds nothing of a turn: one serves every turn of its speaker.
     """
@@ -358,7 +358,8 @@ class OfflineChatModel(BaseChatModel):
     would have had when its text was cut to fit the answer's limit (:data:`agents.generation.ANSWER_CHARS_ASKED`).
 
     What it reads of the turn (the request context, the agents the message hits, …) each call is handed as an
-    :class:`OfflineTurn` (``offline_turn``, bound with the tools), so that one model serves every turn of its speaker.
+    :class:`OfflineTurn` (``offline_turn``, a keyword argument of the call), so that one model, its tools bound once,
+    serves every turn of its speaker.
     """
 
     context: dict[str, Any] | None = None

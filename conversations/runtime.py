@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableBinding
 
 from agents.public import (
     ANSWER_CHARS_ASKED,
@@ -227,6 +228,48 @@ def _tool_definition(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
+# A speaker's model with a run's tools bound, by (the model, the tools: the compiled profile's own objects, the
+# control tools, knowledge's search, remember): a turn's specialist binds what its last turn bound, and building
+# the definitions and the binding was about a twelfth of its call. An entry holds the objects its key names by id,
+# so no other object takes their id while it lives; the turn's own options are handed to each call, never bound.
+BOUND_KEPT = 1024
+_bound_tools: dict[tuple[Any, ...], tuple[Any, tuple[ToolSpec, ...], tuple[Any, dict[str, Any]]]] = {}
+_bound_lock = threading.Lock()
+
+
+def _definitions(request: SpecialistRequest, searched: bool) -> list[dict[str, Any]]:
+    """The run's tools as the model is given them: its MCP tools, its moves, knowledge's search, remember."""
+    definitions = [_tool_definition(tool) for tool in request.tools] + [tool.definition() for tool in request.control]
+    if searched:
+        definitions.append(SEARCH_KNOWLEDGE_DEFINITION)
+    if request.remembers:
+        definitions.append(remember_definition())
+    return definitions
+
+
+def _tools_bound(model: Any, request: SpecialistRequest, searched: bool) -> tuple[Any, dict[str, Any]]:
+    """What the run's model is called as (:data:`_bound_tools`): the runnable and the keyword arguments each call
+    hands it. Where ``bind_tools`` gives langchain's ``RunnableBinding`` of the model with keyword arguments only (no
+    config of its own), the model itself with those arguments: the binding's call merges two configs that are empty
+    and hands the model the same arguments. The model itself and none when the run offers no tool."""
+    key = (id(model), *map(id, request.tools), request.control, searched, request.remembers)
+    kept = _bound_tools.get(key)
+    if kept is not None:  # the entry holds the model and the tools: the same ids are the same objects
+        return kept[2]
+    definitions = _definitions(request, searched)
+    bound = model.bind_tools(definitions) if definitions else model
+    through = isinstance(bound, RunnableBinding) and bound.bound is model
+    if through and not bound.config and not bound.config_factories:
+        called: tuple[Any, dict[str, Any]] = (model, dict(bound.kwargs))
+    else:
+        called = (bound, {})
+    with _bound_lock:
+        if len(_bound_tools) >= BOUND_KEPT:
+            _bound_tools.clear()
+        _bound_tools[key] = (model, request.tools, called)
+    return called
+
+
 def _system_prompt(request: SpecialistRequest) -> str:
     name = request.profile.display_name_in(request.specialist, request.language)
     parts = [request.profile.policy, request.specialist.prompt or f"You are {name}."]
@@ -415,21 +458,26 @@ async def _tool_step(
     return outcome.control is not None or outcome.permission_needed is not None
 
 
-async def _ask(runnable: Any, messages: list[BaseMessage], request: SpecialistRequest, model: str) -> AIMessage:
-    """One model step, traced as an ``llm.call`` span with the token usage the model reported."""
+async def _ask(
+    runnable: Any, messages: list[BaseMessage], request: SpecialistRequest, model: str, turn: dict[str, Any]
+) -> AIMessage:
+    """One model step, traced as an ``llm.call`` span with the token usage the model reported; ``turn``: the
+    call's options of the turn (:func:`_turn_options`)."""
     with tracing.llm_span(model, purpose="specialist", agent=request.specialist.name) as current:
-        reply = await _reply(runnable, messages, request)
+        reply = await _reply(runnable, messages, request, turn)
         tracing.usage_record(current, reply)
     return reply
 
 
-async def _reply(runnable: Any, messages: list[BaseMessage], request: SpecialistRequest) -> AIMessage:
+async def _reply(
+    runnable: Any, messages: list[BaseMessage], request: SpecialistRequest, turn: dict[str, Any]
+) -> AIMessage:
     """One model step (a chat model's reply, or the sum of its chunks); for a streaming client, the text goes
     out as the model writes it."""
     if request.emit is None:
-        return await runnable.ainvoke(messages)
+        return await runnable.ainvoke(messages, **turn)
     reply = None
-    async for chunk in runnable.astream(messages):
+    async for chunk in runnable.astream(messages, **turn):
         reply = chunk if reply is None else reply + chunk
         text = chunk.content if isinstance(chunk.content, str) else ""
         if text:
@@ -445,11 +493,6 @@ async def specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         tracing.annotate(current, steps=outcome.steps, stopped=outcome.stopped)
         tracing.failed(current, outcome.error)
     return outcome
-
-
-def _bound(runnable: Any, options: dict[str, Any]) -> Any:
-    """``runnable`` with the call's options (a client's max_tokens, sampling, format) bound, if any."""
-    return runnable.bind(**options) if options else runnable
 
 
 def _turn_options(
@@ -494,13 +537,11 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         language=request.language,
         tools_offered=bool(request.tools),
     )
-    definitions = [_tool_definition(tool) for tool in request.tools] + [tool.definition() for tool in request.control]
-    if searches is not None:
-        definitions.append(SEARCH_KNOWLEDGE_DEFINITION)
-    if request.remembers:
-        definitions.append(remember_definition())
+    runnable, tools = _tools_bound(model, request, searches is not None)
     options = provider.call_options(request.generation) if request.generation is not None else {}
-    runnable = _bound(model.bind_tools(definitions, **turn), options) if definitions else _bound(model, turn | options)
+    # What each call hands the model: the client's options (max_tokens, sampling, format) over the tools' arguments,
+    # as a binding over the binding merged them, and the turn's.
+    called = tools | options | turn
 
     messages: list[BaseMessage] = [SystemMessage(_system_prompt(request))]
     messages.extend(SystemMessage(note) for note in request.memory)
@@ -516,7 +557,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
     try:
         for _ in range(request.steps_allowed):
             outcome.steps += 1
-            reply = outcome.counted(await _ask(runnable, messages, speaking, provider.model_name))
+            reply = outcome.counted(await _ask(runnable, messages, speaking, provider.model_name, called))
             messages.append(reply)
             if not reply.tool_calls:
                 outcome.answer = _text(reply)
@@ -531,11 +572,12 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         else:
             outcome.stopped = "step_limit"
             messages.append(SystemMessage(STEP_LIMIT_NOTE))
-            final = (
-                _bound(model.bind_tools(definitions, tool_choice="none", **turn), options) if definitions else runnable
-            )
+            definitions = _definitions(request, searches is not None)
+            final, last = (runnable, called)
+            if definitions:
+                final, last = model.bind_tools(definitions, tool_choice="none"), options | turn
             outcome.steps += 1
-            outcome.answer = _text(outcome.counted(await _ask(final, messages, speaking, provider.model_name)))
+            outcome.answer = _text(outcome.counted(await _ask(final, messages, speaking, provider.model_name, last)))
     except Exception as exc:  # noqa: BLE001 — the user gets a graceful answer, the error is recorded
         logger.warning("Specialist %s failed: %s", request.specialist.name, exc)
         outcome.answer = say(request.language, ERROR_ANSWER)

@@ -238,3 +238,65 @@ def test_a_stored_message_becomes_one_model_message_for_the_turns_that_follow_ne
         runtime.history_message("user", f"m{n}", 1000 + n)
     assert len(runtime._history_messages) <= 8
     assert runtime.history_message("user", "m99", 1099) is runtime.history_message("user", "m99", 1099)
+
+
+def offline_bindings(monkeypatch) -> list[dict[str, str]]:
+    """Each binding of tools to the offline model in this test: the tools' descriptions by name (none kept from
+    another test's profile)."""
+    from agents.llm import OfflineChatModel
+    from conversations import runtime
+
+    monkeypatch.setattr(runtime, "_bound_tools", {})
+    bindings: list[dict[str, str]] = []
+    bind = OfflineChatModel.bind_tools
+
+    def counted(model, tools, **options):
+        bindings.append({tool["function"]["name"]: tool["function"].get("description", "") for tool in tools})
+        return bind(model, tools, **options)
+
+    monkeypatch.setattr(OfflineChatModel, "bind_tools", counted)
+    return bindings
+
+
+def test_a_specialists_tools_are_bound_once_and_every_turn_hands_the_model_its_own_context(api, live_mcp, monkeypatch):
+    bindings = offline_bindings(monkeypatch)
+
+    first = send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT, session_id="s-first")
+    other = send(api, "Minha fatura veio alta", context={"msisdn": "5500000000000"}, session_id="s-other")
+
+    assert [set(tools) for tools in bindings] == [{"consultar_fatura", "consultar_pagamentos", REQUEST_HUMAN}]
+    assert results_by_tool(first)["consultar_fatura"]["status"] == "ok"
+    assert results_by_tool(other)["consultar_fatura"]["status"] == "error"  # its own line, not the first turn's
+
+
+def test_a_tool_changed_and_published_is_bound_again_as_it_now_reads(api, live_mcp, monkeypatch):
+    bindings = offline_bindings(monkeypatch)
+    send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT, session_id="s-before")
+    McpTool.objects.filter(name="consultar_fatura").update(description="A fatura do mês, item por item.")
+    config_version_bump()
+
+    send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT, session_id="s-after")
+
+    assert len(bindings) == 2
+    assert bindings[1]["consultar_fatura"] == "A fatura do mês, item por item."
+    assert bindings[0]["consultar_fatura"] != bindings[1]["consultar_fatura"]
+
+
+def test_a_specialists_model_is_called_with_its_tools_and_turn_without_a_binding_in_between(api, live_mcp, monkeypatch):
+    from langchain_core.runnables import RunnableBinding
+
+    bindings = offline_bindings(monkeypatch)
+    through: list[object] = []
+    call = RunnableBinding.ainvoke
+
+    async def counted(binding, *args, **kwargs):
+        through.append(binding)
+        return await call(binding, *args, **kwargs)
+
+    monkeypatch.setattr(RunnableBinding, "ainvoke", counted)
+
+    body = send(api, "Minha fatura veio alta", context=INVOICE_CONTEXT, session_id="s-through")
+
+    assert len(bindings) == 1
+    assert through == []
+    assert results_by_tool(body)["consultar_fatura"]["status"] == "ok"  # the tools and the turn's context reached it

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 
+from common.text import normalize
 from routing.router import CompiledRouter, IntentSpec, StatePolicySpec
 from routing.small_talk import SmallTalkReader, person_asked_in, small_talk_read
 
@@ -292,3 +294,62 @@ def test_a_plain_phrase_is_read_whole_beside_a_shorter_spelling_of_a_phrase_with
 )
 def test_among_business_words_a_person_is_asked_for_only_by_a_request_not_by_a_question_about_who_answers(text, asked):
     assert person_asked_in(text) is asked
+
+
+class CountedSearches:
+    """A kind's phrases searched inside messages, each search counted."""
+
+    def __init__(self, pattern):
+        self.pattern, self.searched = pattern, 0
+
+    def search(self, *args):
+        self.searched += 1
+        return self.pattern.search(*args)
+
+
+def test_a_message_holding_none_of_the_words_a_request_for_a_person_needs_is_not_searched_for_one():
+    reader = SmallTalkReader({"human_request": ["(quero|preciso) falar com (um|uma|) (atendente|pessoa)"]}, [])
+    searches = reader.anywhere["human_request"] = CountedSearches(reader.anywhere["human_request"])
+
+    assert reader.anchors["human_request"] == {"atendente", "pesoa"}  # canonical words: a letter twice read once
+    assert reader.found_in("minha fatura veio alta, quero falar com alguém", "human_request") is None
+    assert searches.searched == 0
+    assert reader.found_in("minha fatura veio alta, quero falar com um atendenteee", "human_request") == (
+        "quero falar com um atendente"
+    )
+    assert searches.searched == 1
+
+
+def test_every_phrase_of_the_lexicon_is_found_among_other_words_as_a_search_of_every_message_finds_it():
+    """The words a kind's phrases need (``SmallTalkReader.anchors``) leave out only messages its search would not find
+    a phrase in: every spelling drawn from the shipped lexicon's phrases, among business words and alone."""
+    from routing.small_talk import _ALTERNATIVES, lexicon
+
+    kinds, filler = lexicon()
+    reader, searched_always = SmallTalkReader(kinds, filler), SmallTalkReader(kinds, filler)
+    searched_always.anchors = dict.fromkeys(searched_always.anchors)
+    draw = random.Random(7)
+    found = 0
+    for kind, phrases in kinds.items():
+        for phrase in phrases:
+            for _ in range(12):
+                parts = _ALTERNATIVES.split(phrase)
+                spelled = " ".join(
+                    draw.choice(part.split("|")) if index % 2 else part for index, part in enumerate(parts)
+                )
+                for text in (spelled, f"minha fatura veio alta, {spelled} e o boleto", f"my order is late {spelled}"):
+                    expected = searched_always.found_in(text, kind)
+                    assert reader.found_in(text, kind) == expected, (kind, text)
+                    found += expected is not None
+    assert found > 5000
+
+
+def test_a_letter_repeated_is_read_once_as_the_regular_expressions_own_template_reads_it():
+    from routing.small_talk import _REPEATS, _words, lexicon
+
+    kinds, filler = lexicon()
+    draw = random.Random(11)
+    texts = [phrase for phrases in kinds.values() for phrase in phrases] + filler
+    texts += ["".join(draw.choice("aabbooss ççãã__11") for _ in range(draw.randint(1, 40))) for _ in range(3000)]
+    for text in texts:
+        assert _words(text) == tuple(_REPEATS.sub(r"\1", normalize(text)).split()), text
