@@ -425,7 +425,19 @@ async def supervisor_review(turn: Turn) -> None:
         supervision.review["replaced_answer_chars"] = len(turn.answer)
         turn.answer = say(turn.language.code, REVIEW_FALLBACK_ANSWER)
     elif supervision.review.get("action") == NOTE:
-        turn.answer = f"{turn.answer}\n\n{review_note(turn.language.code)}"
+        answer_noted(turn, review_note(turn.language.code))
+
+
+def answer_noted(turn: Turn, note: str) -> None:
+    """The answer with ``note`` after it, within ``ANSWER_MAX_CHARS``: an answer that leaves the note no room is cut
+    (its marker kept, the cut recorded as :func:`_answer_bounded` records one) so that the whole fits."""
+    limit = settings.ANSWER_MAX_CHARS
+    tail = f"\n\n{note}"
+    whole = len(turn.answer) + len(tail)
+    if whole > limit:
+        turn.answer = text_cut(turn.answer, max(limit - len(tail), 0))
+        turn.limits = answer_cut_recorded(turn.limits, limit=limit, asked=whole, ran=len(turn.answer) + len(tail))
+    turn.answer += tail
 
 
 def _side_effects(turn: Turn, current: Snapshot) -> list[str]:

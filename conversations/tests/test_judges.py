@@ -13,6 +13,7 @@ import pytest
 
 from common.i18n import say
 from common.language import LANGUAGES
+from conversations.graph import answer_noted
 from conversations.judges import (
     JUDGES,
     REVIEW_FALLBACK_ANSWER,
@@ -25,6 +26,8 @@ from conversations.judges import (
     review_decision,
     review_note,
 )
+from conversations.turn import Turn, TurnInput
+from routing import snapshot
 
 QUESTION = "Minha fatura veio alta. Pode consultar?"
 ERROR_ANSWER = "Desculpe, não consegui concluir sua solicitação agora. (Sorry, I could not complete your request.)"
@@ -376,3 +379,34 @@ def test_the_fallback_answer_is_said_in_the_conversations_language_alone(languag
     answer = say(language, REVIEW_FALLBACK_ANSWER)
 
     assert detect_language(answer) == language and "(" not in answer
+
+
+@pytest.mark.django_db
+def test_the_review_note_after_an_answer_at_the_limit_fits_within_it_the_answer_cut_and_the_cut_recorded(
+    tenant, telecom, settings
+):
+    settings.ANSWER_MAX_CHARS = 300
+    profile = snapshot.current().profiles["telecom_contas"]
+    data = TurnInput(tenant_pk=tenant.pk, tenant_slug=tenant.slug, profile=profile, text="", session_id="noted")
+    turn = Turn(input=data, mode=profile.effective_mode)
+    turn.answer = "B" * 300  # at the limit, as the output guardrails leave a longer one
+    note = review_note("pt")
+
+    answer_noted(turn, note)
+
+    assert len(turn.answer) <= 300 and turn.answer.endswith("\n\n" + note)
+    assert "…[cut:" in turn.answer and turn.answer.startswith("B")
+    (cut,) = [hit for hit in turn.limits if hit["setting"] == "ANSWER_MAX_CHARS"]
+    assert (cut["asked"], cut["ran"]) == (300 + 2 + len(note), len(turn.answer))
+
+
+@pytest.mark.django_db
+def test_a_short_answer_keeps_its_words_and_takes_the_review_note_whole(tenant, telecom):
+    profile = snapshot.current().profiles["telecom_contas"]
+    data = TurnInput(tenant_pk=tenant.pk, tenant_slug=tenant.slug, profile=profile, text="", session_id="noted")
+    turn = Turn(input=data, mode=profile.effective_mode)
+    turn.answer = "Pedido cancelado."
+
+    answer_noted(turn, review_note("pt"))
+
+    assert turn.answer == "Pedido cancelado.\n\n" + review_note("pt") and turn.limits == []
