@@ -16,7 +16,8 @@ is (``common.infra.heap``); the median round is reported, with the full collecti
 ``--path`` chooses the message path: ``keyword`` (the default, above), ``examples`` (questions to the same profile
 that no keyword matches, decided by the examples tier) or ``goal`` (price questions to ``finance_assistente``, each
 a plan over the finance MCP server, started here). ``--stages`` samples this process with py-spy over the measured
-rounds and splits the CPU a message by pipeline stage (:mod:`bench.turn_stages`).
+rounds and splits the CPU a message by pipeline stage (:mod:`bench.turn_stages`); this file's own client (the
+requests built, the answers decoded and counted) is a row of its own there.
 
 ``--knowledge off`` measures the profile as one that does not use its help centre: after the seed it sets the
 profile's own knowledge setting, ``retrieval``, to false and publishes the profile (``routing_publish``), as an

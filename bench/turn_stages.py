@@ -5,8 +5,10 @@ over the measured rounds and calls :func:`stages_report` with the CPU a message 
 thread's Python stack while it ran on a CPU (py-spy leaves idle threads out). A sample belongs to the stage of the
 *innermost* frame that a rule of :data:`STAGES` names, read from the leaf up — so the database work of
 ``turn_persist`` counts as persisting, and the language detection a judge calls counts as the judge — and a stage's
-share of the samples times the CPU a message is its cost a message. Samples no rule names (the event loop, the
-ASGI server, Django's request handling, DRF) are "the rest of the request".
+share of the samples times the CPU a message is its cost a message. The benchmark's own client runs in the measured
+process too (``bench/turn_cpu.py``: its requests built, its answers decoded and counted): its samples are a row of
+their own (:data:`CLIENT`), so the whole stays the whole and no stage is charged with them. Samples no rule names (the
+event loop, the ASGI server, Django's request handling, DRF) are "the rest of the request".
 """
 
 from __future__ import annotations
@@ -129,13 +131,38 @@ STAGES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
     ("events and metrics", "chat/metrics.py", None),
 )
 REST = "the rest of the request (ASGI, middleware, DRF, JSON, the event loop)"
+CLIENT = "the benchmark's own client (requests built, answers read)"
+
+# The client's frames in bench/turn_cpu.py: a sample whose innermost frame of that file is one of these belongs to
+# the client — but for ``_post`` awaiting the application, whose frames below it are the server's. ``run`` and
+# ``main`` hold the event loop that runs the server's tasks too: what runs under them alone is the rest.
+CLIENT_MODULE = "bench/turn_cpu.py"
+CLIENT_FUNCTIONS = frozenset(
+    {"_conversation", "_post", "_post.<locals>.receive", "_post.<locals>.send", "_round", "run.<locals>.main"}
+)
+
+
+def _client_frame(names: list[str], index: int) -> bool | None:
+    """Whether ``names[index]``, a frame of the benchmark's file, makes the sample the client's (``None``: not a
+    frame of that file)."""
+    module, _, function = names[index].rpartition(":")
+    if not module.endswith(CLIENT_MODULE):
+        return None
+    if function == "_post" and index + 1 < len(names):  # its callee: the application (the client's own closures
+        return False  # are frames of this file, met first from the leaf)
+    return function in CLIENT_FUNCTIONS
 
 
 def stage_of(names: list[str]) -> str:
-    """The stage of one sample: the innermost frame a rule names (root-first ``names``, as :func:`frames` gives)."""
-    for name in reversed(names):
+    """The stage of one sample: the innermost frame a rule names (root-first ``names``, as :func:`frames` gives), or
+    the benchmark's client when the innermost frame of its file is the client's own (:func:`_client_frame`)."""
+    for index in range(len(names) - 1, -1, -1):
+        name = names[index]
         if name in WRAPPERS:
             continue
+        client = _client_frame(names, index)
+        if client is not None:
+            return CLIENT if client else REST
         module, _, function = name.rpartition(":")
         function = function.split(".")[-1] if "<locals>" not in function else function.split(".")[0]
         for stage, prefix, functions in STAGES:
@@ -153,7 +180,7 @@ def stages_report(stacks: Path, ms_per_message: float) -> str:
         if count:
             counts[stage_of(names)] += count
     total = sum(counts.values()) or 1
-    order = [*dict.fromkeys(stage for stage, *_ in STAGES), REST]
+    order = [*dict.fromkeys(stage for stage, *_ in STAGES), REST, CLIENT]
     rows = ["| stage | share of samples | CPU a message |", "| --- | ---: | ---: |"]
     for stage in order:
         share = counts[stage] / total

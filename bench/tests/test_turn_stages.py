@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.turn_stages import REST, STAGES, frames, self_time_report, stage_of, stages_report
+from bench.turn_stages import CLIENT, REST, STAGES, frames, self_time_report, stage_of, stages_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,6 +27,42 @@ ASGI_UNDER_TRACING = (
     "process 1:__call__ (channels/routing.py:60);RemoteParentApp.__call__ (common/infra/tracing.py:700)"
     ";ASGIHandler.handle (platform/middleware.py:400) 7"
 )
+# The benchmark's client in the measured process: its answer decoded, its request sent, and the server under it.
+CLIENT_DECODES = (
+    "process 1:run (bench/turn_cpu.py:253);Runner.run (asyncio/runners.py:118);_conversation (bench/turn_cpu.py:160)"
+    ";loads (json/__init__.py:346);raw_decode (json/decoder.py:353) 4"
+)
+CLIENT_RECEIVES = (
+    "process 1:_conversation (bench/turn_cpu.py:159);_post (bench/turn_cpu.py:148)"
+    ";RemoteParentApp.__call__ (common/infra/tracing.py:700);ASGIHandler.read_body (django/core/handlers/asgi.py:200)"
+    ";_post.<locals>.receive (bench/turn_cpu.py:131) 2"
+)
+SERVER_UNDER_CLIENT = (
+    "process 1:_conversation (bench/turn_cpu.py:159);_post (bench/turn_cpu.py:148)"
+    ";RemoteParentApp.__call__ (common/infra/tracing.py:700);ASGIHandler.handle (platform/middleware.py:400) 3"
+)
+EVENT_LOOP = "process 1:main (bench/turn_cpu.py:308);run (bench/turn_cpu.py:253);Runner.run (asyncio/runners.py:118) 5"
+STAGE_UNDER_CLIENT = (
+    "process 1:_conversation (bench/turn_cpu.py:159);_post (bench/turn_cpu.py:148)"
+    ";turn_persist (conversations/turn_store.py:320);execute (psycopg/cursor.py:97) 6"
+)
+
+
+def test_the_benchmarks_own_client_is_a_row_of_its_own_and_the_server_under_it_is_not():
+    assert stage_of(frames(CLIENT_DECODES)[0]) == CLIENT
+    assert stage_of(frames(CLIENT_RECEIVES)[0]) == CLIENT  # the server asking the client for the body: the client
+    assert stage_of(frames(SERVER_UNDER_CLIENT)[0]) == REST
+    assert stage_of(frames(EVENT_LOOP)[0]) == REST  # the loop that runs the server's tasks
+    assert stage_of(frames(STAGE_UNDER_CLIENT)[0]) == "conversation store (load, persist)"
+
+
+def test_the_clients_row_comes_last_and_the_whole_stays_the_whole(tmp_path):
+    stacks = tmp_path / "stacks.txt"
+    stacks.write_text("\n".join([CLIENT_DECODES, SERVER_UNDER_CLIENT, EVENT_LOOP, STAGE_UNDER_CLIENT]))
+    rows = stages_report(stacks, 18.0).splitlines()
+    assert rows[-2] == f"| {CLIENT} | 22.2% | 4.00 ms |"
+    assert rows[-3] == f"| {REST} | 44.4% | 8.00 ms |"
+    assert rows[-1] == "| **the whole message** | 18 samples | **18.00 ms** |"
 
 
 def test_a_sample_belongs_to_the_innermost_frame_a_rule_names():
