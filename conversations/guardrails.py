@@ -321,11 +321,13 @@ class NoRawToolJson(OutputGuardrail):
                 return "\n"
             return match.group()
 
-        text = _FENCE.sub(fence, answer)
+        text = _FENCE.sub(fence, answer) if "```" in answer else answer
         pieces: list[str] = []
         last = 0
         attempts = 0
-        for opening in _DUMP_START.finditer(text):
+        # A dump opens with a bracket: a text without one (most answers) is not scanned for one, a regular
+        # expression's walk over every character (5 µs on a 300-character answer) where a look for each is a memchr.
+        for opening in _DUMP_START.finditer(text) if "{" in text or "[" in text else ():
             index = opening.start()
             if index < last or attempts >= _MAX_DECODE_ATTEMPTS:
                 continue

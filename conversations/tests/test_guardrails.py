@@ -319,6 +319,29 @@ def test_a_fenced_json_block_and_a_python_literal_are_removed():
     assert check(report, "no_raw_tool_json")["details"]["removed"] == 2
 
 
+def test_a_fenced_json_block_without_a_bracket_is_removed_too():
+    report = run_output("Resultado:\n```json\nnull\n```\nObrigado!")
+    assert report.answer == "Resultado:\n\nObrigado!"
+    assert check(report, "no_raw_tool_json")["details"]["removed"] == 1
+
+
+def test_an_answer_without_a_bracket_is_not_scanned_for_a_dump(monkeypatch):
+    scanned: list[str] = []
+
+    class Counted:
+        def finditer(self, text: str):
+            scanned.append(text)
+            return pattern.finditer(text)
+
+    pattern = guardrails._DUMP_START
+    monkeypatch.setattr(guardrails, "_DUMP_START", Counted())
+
+    assert run_output("Sua fatura de maio (R$ 289,90) vence dia 10.").passed
+    assert scanned == []
+    assert not run_output('Dados: {"invoice_id": "INV001"}').passed
+    assert len(scanned) == 1
+
+
 def test_an_answer_that_is_only_json_becomes_empty():
     assert run_output('{"invoice_id": "INV001"}').answer == ""
 
