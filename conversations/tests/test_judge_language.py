@@ -74,15 +74,21 @@ def test_a_bilingual_answer_with_a_sentence_of_its_own_in_the_users_language_pas
     assert language(answer, ENGLISH_QUESTION)[0] == "passed"
 
 
-def test_a_long_answer_in_the_users_language_is_read_from_its_opening_alone(monkeypatch):
-    """A reading costs its text's length: the judge reads an answer's opening, not its thousands of characters."""
-    read: list[str] = []
+@pytest.fixture
+def read(monkeypatch) -> list[str]:
+    """The texts the judge asks the language of, in order."""
+    texts: list[str] = []
 
     def counted(text: str) -> str | None:
-        read.append(text)
+        texts.append(text)
         return detect_language(text)
 
     monkeypatch.setattr(judges, "detect_language", counted)
+    return texts
+
+
+def test_a_long_answer_in_the_users_language_is_read_from_its_opening_alone(read):
+    """A reading costs its text's length: the judge reads an answer's opening, not its thousands of characters."""
     result = judged(PORTUGUESE_BODY * 10)
 
     assert result.checks["language_matches"] == "passed"
@@ -90,15 +96,8 @@ def test_a_long_answer_in_the_users_language_is_read_from_its_opening_alone(monk
     assert read[0] == PORTUGUESE_QUESTION and len(read) == 2 and len(read[1]) <= judges.LANGUAGE_OPENING_CHARS
 
 
-def test_a_long_answer_whose_opening_is_in_another_language_is_read_whole(monkeypatch):
+def test_a_long_answer_whose_opening_is_in_another_language_is_read_whole(read):
     """Where the opening does not settle it, the whole answer decides, as a short one's does."""
-    read: list[str] = []
-
-    def counted(text: str) -> str | None:
-        read.append(text)
-        return detect_language(text)
-
-    monkeypatch.setattr(judges, "detect_language", counted)
     opening = "Thanks for waiting, I looked at everything on your account this morning and here is what I found. "
     mostly_portuguese = judged(opening + PORTUGUESE_BODY * 4)
     answers_read = [len(text) > judges.LANGUAGE_OPENING_CHARS for text in read[1:]]
