@@ -144,7 +144,7 @@ def _python_scorer(arrays: tuple[Any, ...]) -> _Scorer:
     moves, outputs, rows = nextmove.data, output.data, rowbase.tolist()
     table = np.ascontiguousarray(ptc, dtype=np.float32).data.cast("B").cast("f")  # row f at 3f, 3f+1, 3f+2
     priors = tuple(float(prior) for prior in pc)
-    log1p, exp = math.log1p, math.exp
+    log1p, exp, ln2 = math.log1p, math.exp, math.log(2)
 
     def score(text: str) -> tuple[str, float]:
         data = _prepared(text)
@@ -158,11 +158,19 @@ def _python_scorer(arrays: tuple[Any, ...]) -> _Scorer:
         if not found:
             return LANGUAGES[0], 1.0 / len(LANGUAGES)
         pt, es, en = priors
+        once_pt = once_es = once_en = 0.0  # most features are found once: their rows summed, then weighed ln 2 at once
         for feature, count in Counter(found).items():
-            weight, at = log1p(count), 3 * feature
-            pt += weight * table[at]
-            es += weight * table[at + 1]
-            en += weight * table[at + 2]
+            at = 3 * feature
+            if count == 1:
+                once_pt += table[at]
+                once_es += table[at + 1]
+                once_en += table[at + 2]
+            else:
+                weight = log1p(count)
+                pt += weight * table[at]
+                es += weight * table[at + 1]
+                en += weight * table[at + 2]
+        pt, es, en = pt + ln2 * once_pt, es + ln2 * once_es, en + ln2 * once_en
         scale = 1.0 / math.sqrt(len(data))
         scores = (pt * scale, es * scale, en * scale)
         top = max(scores)

@@ -321,11 +321,13 @@ class NoRawToolJson(OutputGuardrail):
                 return "\n"
             return match.group()
 
-        text = _FENCE.sub(fence, answer)
+        text = _FENCE.sub(fence, answer) if "```" in answer else answer
         pieces: list[str] = []
         last = 0
         attempts = 0
-        for opening in _DUMP_START.finditer(text):
+        # A dump opens with a bracket: a text without one (most answers) is not scanned for one, a regular
+        # expression's walk over every character (5 µs on a 300-character answer) where a look for each is a memchr.
+        for opening in _DUMP_START.finditer(text) if "{" in text or "[" in text else ():
             index = opening.start()
             if index < last or attempts >= _MAX_DECODE_ATTEMPTS:
                 continue
@@ -355,6 +357,15 @@ _TRACEBACK = re.compile(
 )
 _FRAME = re.compile(r'^[ \t]*File "[^"\n]+", line \d+[^\n]*(?:\n[ \t]+(?!File ")[^\n]*)?\n?', re.MULTILINE)
 _EXCEPTION = re.compile(rf"\b(?:[a-z_]\w*\.)*{_EXCEPTION_NAME}(?:: [^\n]*|\([^\n]*?\))|<class '[\w.]+'>")
+# What each of the three cannot match without: an answer holding none of these (most answers) is not scanned by them.
+# The exceptions' pattern tries a dotted name at every word's start (about 25 µs on a 300-character answer); a look
+# for each of these strings, about 2 µs in all.
+_STACK_TRACE_CUES = (
+    "Traceback (most recent call last):",
+    'File "',
+    *("Error", "Exception", "Timeout", "Exit", "Interrupt", "Warning", "Fault"),
+    "<class '",
+)
 
 
 class NoStackTrace(OutputGuardrail):
@@ -366,6 +377,8 @@ class NoStackTrace(OutputGuardrail):
     def check(
         self, answer: str, *, vault: MaskVault, tool_results: Sequence[Any], settings: Mapping[str, Any]
     ) -> GuardrailResult:
+        if not any(cue in answer for cue in _STACK_TRACE_CUES):
+            return GuardrailResult(self.name, True)
         text, tracebacks = _TRACEBACK.subn("", answer)
         text, frames = _FRAME.subn("", text)
         text, exceptions = _EXCEPTION.subn("", text)

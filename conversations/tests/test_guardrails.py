@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from conversations import guardrails
 from conversations.guardrails import (
     INPUT_GUARDRAILS,
     OUTPUT_GUARDRAILS,
@@ -317,6 +319,29 @@ def test_a_fenced_json_block_and_a_python_literal_are_removed():
     assert check(report, "no_raw_tool_json")["details"]["removed"] == 2
 
 
+def test_a_fenced_json_block_without_a_bracket_is_removed_too():
+    report = run_output("Resultado:\n```json\nnull\n```\nObrigado!")
+    assert report.answer == "Resultado:\n\nObrigado!"
+    assert check(report, "no_raw_tool_json")["details"]["removed"] == 1
+
+
+def test_an_answer_without_a_bracket_is_not_scanned_for_a_dump(monkeypatch):
+    scanned: list[str] = []
+
+    class Counted:
+        def finditer(self, text: str):
+            scanned.append(text)
+            return pattern.finditer(text)
+
+    pattern = guardrails._DUMP_START
+    monkeypatch.setattr(guardrails, "_DUMP_START", Counted())
+
+    assert run_output("Sua fatura de maio (R$ 289,90) vence dia 10.").passed
+    assert scanned == []
+    assert not run_output('Dados: {"invoice_id": "INV001"}').passed
+    assert len(scanned) == 1
+
+
 def test_an_answer_that_is_only_json_becomes_empty():
     assert run_output('{"invoice_id": "INV001"}').answer == ""
 
@@ -340,6 +365,49 @@ def test_a_lone_frame_line_is_removed():
     report = run_output('Falhou:\n  File "x.py", line 3, in <module>\n    main()\nDesculpe.')
     assert report.answer == "Falhou:\nDesculpe."
     assert check(report, "no_stack_trace")["details"]["frames"] == 1
+
+
+@pytest.mark.parametrize(
+    "dump",
+    [
+        "<class 'ValueError'>",
+        "SystemExit(1)",
+        "KeyboardInterrupt: parado",
+        "requests.exceptions.ReadTimeout: tempo esgotado",
+        "DeprecationWarning: obsoleto",
+        "MemoryFault()",
+        "Exception: falhou",
+    ],
+)
+def test_an_exception_dump_of_every_kind_is_still_removed(dump):
+    report = run_output(f"Não deu certo.\n{dump}\nTente de novo.")
+    assert report.answer == "Não deu certo.\n\nTente de novo."
+    assert check(report, "no_stack_trace")["details"] == {"tracebacks": 0, "frames": 0, "exceptions": 1}
+
+
+def test_an_answer_without_a_word_a_stack_trace_needs_is_not_scanned_for_one(monkeypatch):
+    """The exceptions' pattern tries a dotted name at every word: an answer without "Error", "Exception", "File \""
+    and the like (most answers) is spared the three scans."""
+    scanned: list[str] = []
+
+    class Counted:
+        def __init__(self, pattern: re.Pattern[str]) -> None:
+            self.pattern = pattern
+
+        def subn(self, replacement: str, text: str) -> tuple[str, int]:
+            scanned.append(self.pattern.pattern)
+            return self.pattern.subn(replacement, text)
+
+    for name in ("_TRACEBACK", "_FRAME", "_EXCEPTION"):
+        monkeypatch.setattr(guardrails, name, Counted(getattr(guardrails, name)))
+
+    prose = run_output(
+        'Sua fatura de maio é de R$ 289,90 (arquivo "fatura.pdf"), com vencimento no dia 10. Erro nosso?'
+    )
+    assert check(prose, "no_stack_trace") == {"name": "no_stack_trace", "passed": True, "action": "pass", "details": {}}
+    assert scanned == []
+    run_output("O sistema respondeu com um Error genérico.")
+    assert len(scanned) == 3
 
 
 def test_placeholders_in_the_answer_are_caught_and_redacted():
