@@ -63,6 +63,7 @@ from agents.passages import (
     relevant_sentences,
 )
 from agents.permission_notes import declined_tool
+from agents.quiet_call import quiet_reply
 from agents.remember_tool import REMEMBER_TOOL, preference_stated
 from agents.schemas import model_key_variable_refusal
 from agents.tool_summary import result_summary
@@ -431,6 +432,11 @@ class OfflineChatModel(BaseChatModel):
         if isinstance(kwargs.get("max_tokens"), int):
             params["ls_max_tokens"] = kwargs["max_tokens"]
         return params
+
+    async def ainvoke(self, input, config=None, *, stop=None, **kwargs) -> AIMessage:
+        """langchain's ``ainvoke``; a call no callback would hear skips its bookkeeping (:mod:`agents.quiet_call`)."""
+        reply = None if stock_paths() else await quiet_reply(self, input, config, stop, kwargs)
+        return reply if reply is not None else await super().ainvoke(input, config, stop=stop, **kwargs)
 
     def bind_tools(self, tools, *, tool_choice: str | None = None, **kwargs):
         return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], tool_choice=tool_choice, **kwargs)

@@ -40,6 +40,11 @@ STOCK_PATH_SUITE: dict[str, tuple[str, ...]] = {
     ),
     "a2a-whole-numbers.md": ("chat/tests/test_a2a.py",),
     "offline-model-langchain-hooks.md": ("agents/tests/test_llm.py",),
+    "offline-model-quiet-call.md": (
+        "agents/tests/test_quiet_call.py",
+        "agents/tests/test_llm.py",
+        "conversations/tests/test_runtime.py",
+    ),
 }
 
 

@@ -109,6 +109,24 @@ PIECES = {
         },
         ("langchain_core.language_models.chat_models:BaseChatModel._serialized",),
     ),
+    "the offline model's quiet call (agents/quiet_call.py)": Piece(
+        "offline-model-quiet-call.md",
+        {
+            "langchain_core.language_models.chat_models:BaseChatModel.ainvoke": "4fbf67083db60575",
+            "langchain_core.language_models.chat_models:BaseChatModel.agenerate": "f4304f6ddc44aee6",
+            "langchain_core.language_models.chat_models:BaseChatModel._agenerate_with_cache": "d03a5d3c0ad649a0",
+            "langchain_core.language_models.chat_models:BaseChatModel._should_stream": "7b78b2e7881968ee",
+            "langchain_core.language_models.chat_models:_gen_info_and_msg_metadata": "965fbb380f052092",
+            "langchain_core.callbacks.manager:_configure": "f682e52f6cc38b94",
+            "langchain_core.tracers.context:_tracing_v2_is_enabled": "e5fd76e6c3b76048",
+            "langchain_core.tracers.context:register_configure_hook": "90b4d8a4a03624cb",
+        },
+        (
+            "langchain_core.language_models.chat_models:_gen_info_and_msg_metadata",
+            "langchain_core.tracers.context:_tracing_v2_is_enabled",
+            "langchain_core.tracers.context:_configure_hooks",
+        ),
+    ),
 }
 
 
