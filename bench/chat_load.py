@@ -344,21 +344,33 @@ def knowledge_switched_off(env: dict[str, str], agent_id: str) -> str:
 
 FEATURES_HELP = (
     "off: every feature a profile switches for itself set off and published before the measurement — its knowledge "
-    "retrieval, the examples tier's keyword check (1), the running summary of long conversations — as a profile that "
-    "uses none of them is configured (implies --knowledge off); on: as the demo is seeded"
+    "retrieval, the examples tier's keyword check (1), the running summary of long conversations, people in the loop "
+    "(escalation.enabled false) — as a profile that uses none of them is configured (implies --knowledge off); on: as "
+    "the demo is seeded"
 )
-# Each profile setting that switches a feature of the message path, and its value for "off". A tree that lacks one
-# (an older commit under bench/compare.py --bench-from-head) has nothing of it to switch.
-FEATURE_SWITCHES = {"examples_keyword_check": 1.0, "summarise_conversations": False}
+# Each profile setting that switches a feature of the message path, and its value for "off"; a JSON setting's value
+# is the keys set over the profile's own (people in the loop: decisions/people-in-the-loop-switch.md). A tree that
+# lacks one (an older commit under bench/compare.py --bench-from-head) has nothing of it to switch.
+FEATURE_SWITCHES: dict[str, Any] = {
+    "examples_keyword_check": 1.0,
+    "summarise_conversations": False,
+    "escalation": {"enabled": False},
+}
 FEATURES_OFF = """
 from agents.models import AgentProfile
 profile = AgentProfile.objects.get(agent_id={agent_id!r})
 names = {{field.name for field in AgentProfile._meta.get_fields()}}
 switched = {{name: value for name, value in {switches!r}.items() if name in names}}
+said = []
 for name, value in switched.items():
+    if isinstance(value, dict):
+        said += [f"{{name}}.{{key}}={{item}}" for key, item in value.items()]
+        value = {{**(getattr(profile, name) or {{}}), **value}}
+    else:
+        said.append(f"{{name}}={{value}}")
     setattr(profile, name, value)
 profile.save(update_fields=list(switched))
-print("switched:", ",".join(f"{{name}}={{value}}" for name, value in switched.items()))
+print("switched:", ",".join(said))
 """
 
 

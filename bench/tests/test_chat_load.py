@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import socket
 
@@ -84,3 +86,17 @@ def test_the_load_generators_client_keeps_its_connection_reads_both_framings_and
     assert kept and chunked[0] == 201 and json.loads(chunked[1])["got"] == "in chunks"
     assert closed[0] == 200 and json.loads(closed[1])["got"] == "last on this connection"
     assert reopened[0] == 200 and json.loads(reopened[1])["got"] == "on a new connection" and new_connection
+
+
+def test_features_off_switches_people_in_the_loop_off_and_keeps_the_profiles_other_escalation_settings(telecom):
+    from agents.models import AgentProfile
+    from bench.chat_load import FEATURE_SWITCHES, FEATURES_OFF
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(FEATURES_OFF.format(agent_id=telecom.agent_id, switches=FEATURE_SWITCHES), {})
+
+    profile = AgentProfile.objects.get(pk=telecom.pk)
+    assert profile.escalation == {**telecom.escalation, "enabled": False}
+    assert (profile.examples_keyword_check, profile.summarise_conversations) == (1.0, False)
+    assert "escalation.enabled=False" in printed.getvalue().strip().split(",")
