@@ -94,7 +94,7 @@ def test_features_off_switches_people_in_the_loop_off_and_keeps_the_profiles_oth
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(FEATURES_OFF.format(agent_id=telecom.agent_id, switches=FEATURE_SWITCHES), {})
+        exec(FEATURES_OFF.format(agent_id=telecom.agent_id, switches=FEATURE_SWITCHES), {})  # noqa: S102 (manage.py shell -c)
 
     profile = AgentProfile.objects.get(pk=telecom.pk)
     assert profile.escalation == {**telecom.escalation, "enabled": False}
