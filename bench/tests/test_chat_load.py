@@ -100,3 +100,27 @@ def test_features_off_switches_people_in_the_loop_off_and_keeps_the_profiles_oth
     assert profile.escalation == {**telecom.escalation, "enabled": False}
     assert (profile.examples_keyword_check, profile.summarise_conversations) == (1.0, False)
     assert "escalation.enabled=False" in printed.getvalue().strip().split(",")
+
+
+def test_with_people_off_only_the_profiles_tests_of_a_handover_to_a_person_are_set_aside(telecom):
+    from bench.chat_load import HANDOVER_TESTS_OFF
+    from releases.models import ConversationTest
+
+    def saved(name: str, expect: dict) -> ConversationTest:
+        turns = [
+            {"user": "Minha fatura veio alta", "expect": {"agent": "billing_agent"}},
+            {"user": "…", "expect": expect},
+        ]
+        return ConversationTest.objects.create(profile=telecom, name=name, turns=turns, language="pt")
+
+    by_person = saved("a person takes over", {"agent": "human"})
+    escalated = saved("a rule hands over", {"escalated": True, "agent": "support_agent"})
+    kept = saved("no person", {"escalated": False, "agent": "support_agent"})
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(HANDOVER_TESTS_OFF.format(agent_id=telecom.agent_id), {})  # noqa: S102 (manage.py shell -c)
+
+    enabled = dict(ConversationTest.objects.values_list("name", "enabled"))
+    assert enabled == {by_person.name: False, escalated.name: False, kept.name: True}
+    assert "its 2 tests of a handover to a person disabled" in printed.getvalue()
