@@ -349,8 +349,9 @@ FEATURES_HELP = (
     "the demo is seeded"
 )
 # Each profile setting that switches a feature of the message path, and its value for "off"; a JSON setting's value
-# is the keys set over the profile's own (people in the loop: decisions/people-in-the-loop-switch.md). A tree that
-# lacks one (an older commit under bench/compare.py --bench-from-head) has nothing of it to switch.
+# is the keys set over the profile's own (people in the loop: what it saves a message is in docs/benchmarks.md,
+# "People in the loop, off"). A tree that lacks one (an older commit under bench/compare.py --bench-from-head) has
+# nothing of it to switch.
 FEATURE_SWITCHES: dict[str, Any] = {
     "examples_keyword_check": 1.0,
     "summarise_conversations": False,
