@@ -344,21 +344,57 @@ def knowledge_switched_off(env: dict[str, str], agent_id: str) -> str:
 
 FEATURES_HELP = (
     "off: every feature a profile switches for itself set off and published before the measurement — its knowledge "
-    "retrieval, the examples tier's keyword check (1), the running summary of long conversations — as a profile that "
-    "uses none of them is configured (implies --knowledge off); on: as the demo is seeded"
+    "retrieval, the examples tier's keyword check (1), the running summary of long conversations, people in the loop "
+    "(escalation.enabled false) — as a profile that uses none of them is configured (implies --knowledge off); on: as "
+    "the demo is seeded"
 )
-# Each profile setting that switches a feature of the message path, and its value for "off". A tree that lacks one
-# (an older commit under bench/compare.py --bench-from-head) has nothing of it to switch.
-FEATURE_SWITCHES = {"examples_keyword_check": 1.0, "summarise_conversations": False}
+# Each profile setting that switches a feature of the message path, and its value for "off"; a JSON setting's value
+# is the keys set over the profile's own (people in the loop: what it saves a message is in docs/benchmarks.md,
+# "People in the loop, off"). A tree that lacks one (an older commit under bench/compare.py --bench-from-head) has
+# nothing of it to switch.
+FEATURE_SWITCHES: dict[str, Any] = {
+    "examples_keyword_check": 1.0,
+    "summarise_conversations": False,
+    "escalation": {"enabled": False},
+}
 FEATURES_OFF = """
 from agents.models import AgentProfile
 profile = AgentProfile.objects.get(agent_id={agent_id!r})
 names = {{field.name for field in AgentProfile._meta.get_fields()}}
 switched = {{name: value for name, value in {switches!r}.items() if name in names}}
+said = []
 for name, value in switched.items():
+    if isinstance(value, dict):
+        said += [f"{{name}}.{{key}}={{item}}" for key, item in value.items()]
+        value = {{**(getattr(profile, name) or {{}}), **value}}
+    else:
+        said.append(f"{{name}}={{value}}")
     setattr(profile, name, value)
 profile.save(update_fields=list(switched))
-print("switched:", ",".join(f"{{name}}={{value}}" for name, value in switched.items()))
+print("switched:", ",".join(said))
+"""
+
+
+# A profile without people has no conversation tests of a handover to a person (a turn that expects one): the demo's
+# are set aside (disabled) with people, else they would fail and block the publish. An older tree keeps the tests in
+# routing (before the releases app), or has none (before conversation tests).
+HANDOVER_TESTS_OFF = """
+import importlib
+def hands_over(turn):
+    expect = turn.get("expect") or {{}}
+    return expect.get("escalated") is True or expect.get("agent") == "human"
+handovers = []
+for app in ("releases", "routing"):
+    try:
+        ConversationTest = getattr(importlib.import_module(app + ".models"), "ConversationTest", None)
+    except ImportError:
+        continue
+    if ConversationTest is not None:
+        tests = ConversationTest.objects.filter(profile__agent_id={agent_id!r}, enabled=True)
+        handovers = [test.pk for test in tests if any(hands_over(turn) for turn in test.turns or ())]
+        ConversationTest.objects.filter(pk__in=handovers).update(enabled=False)
+        break
+print(f"its {{len(handovers)}} tests of a handover to a person disabled")
 """
 
 
@@ -374,6 +410,10 @@ def features_switched_off(env: dict[str, str], agent_id: str) -> str:
     switched = next((line[9:].strip() for line in shell.splitlines() if line.startswith("switched:")), "")
     if not (ROOT / "knowledge").is_dir() and not switched:
         return f"features: off ({knowledge}; no other switch in this tree)"
+    if "escalation.enabled=False" in switched.split(","):
+        switched += (
+            "; " + _manage(env, "shell", "-c", HANDOVER_TESTS_OFF.format(agent_id=agent_id)).strip().splitlines()[-1]
+        )
     _manage(env, "routing_publish", "--profile", agent_id, "--note", "bench: features off")
     return f"features: off ({knowledge}; {switched or 'no other switch in this tree'}; published)"
 

@@ -24,8 +24,8 @@ profile's own knowledge setting, ``retrieval``, to false and publishes the profi
 operator would in the admin; the documents stay. On a tree from before knowledge existed (``bench/compare.py
 --bench-from-head`` against an older commit) there is nothing to switch off and the run says so. ``--features off``
 goes further: every feature the profile can switch for itself is set off (``bench/chat_load.py``'s
-``FEATURE_SWITCHES``: the knowledge's retrieval, the examples tier's keyword check, the running summary), the profile
-that uses none of them; on an older tree, what it has of them.
+``FEATURE_SWITCHES``: the knowledge's retrieval, the examples tier's keyword check, the running summary, people in
+the loop), the profile that uses none of them; on an older tree, what it has of them.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import socket
 
@@ -84,3 +86,41 @@ def test_the_load_generators_client_keeps_its_connection_reads_both_framings_and
     assert kept and chunked[0] == 201 and json.loads(chunked[1])["got"] == "in chunks"
     assert closed[0] == 200 and json.loads(closed[1])["got"] == "last on this connection"
     assert reopened[0] == 200 and json.loads(reopened[1])["got"] == "on a new connection" and new_connection
+
+
+def test_features_off_switches_people_in_the_loop_off_and_keeps_the_profiles_other_escalation_settings(telecom):
+    from agents.models import AgentProfile
+    from bench.chat_load import FEATURE_SWITCHES, FEATURES_OFF
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(FEATURES_OFF.format(agent_id=telecom.agent_id, switches=FEATURE_SWITCHES), {})  # noqa: S102 (manage.py shell -c)
+
+    profile = AgentProfile.objects.get(pk=telecom.pk)
+    assert profile.escalation == {**telecom.escalation, "enabled": False}
+    assert (profile.examples_keyword_check, profile.summarise_conversations) == (1.0, False)
+    assert "escalation.enabled=False" in printed.getvalue().strip().split(",")
+
+
+def test_with_people_off_only_the_profiles_tests_of_a_handover_to_a_person_are_set_aside(telecom):
+    from bench.chat_load import HANDOVER_TESTS_OFF
+    from releases.models import ConversationTest
+
+    def saved(name: str, expect: dict) -> ConversationTest:
+        turns = [
+            {"user": "Minha fatura veio alta", "expect": {"agent": "billing_agent"}},
+            {"user": "…", "expect": expect},
+        ]
+        return ConversationTest.objects.create(profile=telecom, name=name, turns=turns, language="pt")
+
+    by_person = saved("a person takes over", {"agent": "human"})
+    escalated = saved("a rule hands over", {"escalated": True, "agent": "support_agent"})
+    kept = saved("no person", {"escalated": False, "agent": "support_agent"})
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(HANDOVER_TESTS_OFF.format(agent_id=telecom.agent_id), {})  # noqa: S102 (manage.py shell -c)
+
+    enabled = dict(ConversationTest.objects.values_list("name", "enabled"))
+    assert enabled == {by_person.name: False, escalated.name: False, kept.name: True}
+    assert "its 2 tests of a handover to a person disabled" in printed.getvalue()

@@ -5,6 +5,8 @@ a person hands it back (docs/desk.md)."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from agents.escalation import EscalationSettings
 from common.config_version import config_version_bump
@@ -171,6 +173,59 @@ def test_a_profile_without_people_answers_a_request_for_a_person_with_its_assist
     assert body["metadata"]["escalation"] is None
     assert body["metadata"]["route_decision"]["method"] == "small_talk"
     assert not Escalation.objects.exists()
+
+
+def test_a_profile_without_people_offers_its_specialists_no_request_for_a_person(api, telecom, scripted_llm):
+    people(telecom, enabled=False)
+    scripted_llm.reply("Vou verificar a sua fatura.")
+
+    say(api, "Minha fatura veio alta e quero falar com um atendente", msisdn="5511999999999")
+
+    (request,) = scripted_llm.requests
+    offered = {tool["function"]["name"] for tool in request["tools"]}
+    assert offered and "request_human" not in offered
+
+
+def test_a_profile_without_people_reads_no_request_for_a_person_no_rule_and_no_escalation_row(
+    api, telecom, monkeypatch
+):
+    """Its rules stay as they were (the demo's ``on_loop_stop``), switched off with the rest."""
+    people(telecom, enabled=False, on_loop_stop=True, after_fallbacks=2)
+    read = work_of_people(monkeypatch)
+    say(api, "Minha fatura veio alta")
+
+    with CaptureQueriesContext(connection) as captured:
+        body = say(api, "Minha fatura veio alta de novo")
+
+    assert body["metadata"]["llm"] == "offline"
+    assert body["metadata"]["escalation"] is None
+    assert read == []
+    table = f'"{Escalation._meta.db_table}"'
+    assert [query["sql"] for query in captured.captured_queries if table in query["sql"]] == []
+
+
+def test_a_profile_with_people_reads_the_request_for_a_person_and_its_rules_on_every_message(api, telecom, monkeypatch):
+    """The counterpart of the test above: what switching people off saves a message."""
+    people(telecom, enabled=True, on_loop_stop=True)
+    read = work_of_people(monkeypatch)
+
+    say(api, "Minha fatura veio alta")
+
+    assert read == ["person asked: Minha fatura veio alta", "rules"]
+
+
+def work_of_people(monkeypatch) -> list[str]:
+    """What a message reads for people in the loop beside its routing: whether it asks for a person (the specialist
+    runtime, for the offline model's ``request_human``) and the profile's rules (the escalation node)."""
+    from conversations import graph, runtime
+
+    read: list[str] = []
+    asked, after = runtime.person_asked_in, graph.escalation_after
+    monkeypatch.setattr(runtime, "person_asked_in", lambda text: read.append(f"person asked: {text}") or asked(text))
+    monkeypatch.setattr(
+        graph, "escalation_after", lambda *args, **kwargs: read.append("rules") or after(*args, **kwargs)
+    )
+    return read
 
 
 def test_a_model_that_calls_request_human_hands_over_to_the_team_it_names_with_its_summary(api, telecom, scripted_llm):
