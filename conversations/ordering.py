@@ -56,7 +56,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from common.infra.metrics import ticket_wait_observe
-from common.infra.statements import insert_statement, statement_cursor
+from common.infra.statements import db_value, insert_statement, statement_cursor
 from conversations.models import Conversation
 
 logger = logging.getLogger(__name__)
@@ -263,7 +263,7 @@ def ticket_pass_statement(
     for name, value in (values or {}).items():
         field = cast(Field, Conversation._meta.get_field(name))  # a concrete column of the conversation
         sets.append(f"{quote(str(field.column))} = %s")
-        params.append(field.get_db_prep_save(value, connection))
+        params.append(db_value(field, value, connection))
     if messages:
         sets.append("message_count = message_count + %s")
         params.append(messages)
