@@ -230,35 +230,50 @@ def _insert(objs: Sequence[Model], using: str, conflicts_ignored: bool) -> tuple
     connection = connections[using]
     ops = connection.ops
     compiler: Any = None
-    rows: list[str] = []
+    written: list[tuple[int, str]] = []  # (the value's place, its SQL) where a value is not a plain parameter
     params: list[Any] = []
+    place = 0
     for obj in objs:
-        placeholders = []
         for field, attname, saving, preparing in shape.columns:
             value = field.pre_save(obj, add=True) if saving else getattr(obj, attname)
             prepare = preparing[type(value)]
             if prepare is None:  # what get_db_prep_save gives back unchanged (see _preparing)
-                placeholders.append("%s")
                 params.append(value)
             elif prepare is not _SLOW and (prepared := prepare(ops, value)) is not _NAIVE:
-                placeholders.append("%s")
                 params.append(prepared)
             elif isinstance(value, SqlValue):
-                placeholders.append(value.sql)
+                written.append((place, value.sql))
                 params.extend(value.params)
             elif hasattr(value, "resolve_expression"):
                 if compiler is None:
                     compiler = sql.InsertQuery(model).get_compiler(using=using)
                 placeholder, values = compiler.compile(compiler.prepare_value(field, value))
-                placeholders.append(placeholder)
+                written.append((place, placeholder))
                 params.extend(values)
             else:
-                placeholders.append("%s")
                 params.append(field.get_db_prep_save(value, connection=connection))
-        rows.append(f"({', '.join(placeholders)})")
-    if conflicts_ignored:
-        return f"{shape.head_ignoring}{', '.join(rows)}{shape.ignoring}", params
-    return f"{shape.head}{', '.join(rows)}{shape.returning}", params
+            place += 1
+    return _insert_text(model, using, len(objs), tuple(written), conflicts_ignored), params
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_text(
+    model: type[Model], using: str, count: int, written: tuple[tuple[int, str], ...], ignoring: bool
+) -> str:
+    """The ``INSERT`` of ``count`` rows of ``model``, ``%s`` for each value but those ``written`` (place, SQL). Kept:
+    a turn's statements have a few shapes, sent again and again, and the same text is then the same object, whose
+    hash the caches of prepared statements downstream (``common.infra.postgresql``, psycopg's) read at once."""
+    shape = _shape(model, using)
+    width = len(shape.columns)
+    placeholders = ["%s"] * (count * width)
+    for place, text in written:
+        placeholders[place] = text
+    rows = ", ".join(
+        f"({', '.join(placeholders[start : start + width])})" for start in range(0, len(placeholders), width)
+    )
+    if ignoring:
+        return f"{shape.head_ignoring}{rows}{shape.ignoring}"
+    return f"{shape.head}{rows}{shape.returning}"
 
 
 def _compiled_insert(objs: Sequence[Model], using: str, conflicts_ignored: bool = False) -> tuple[str, list[Any]]:

@@ -240,3 +240,28 @@ def test_a_turns_messages_take_djangos_preparation_only_for_their_json_columns(c
 
     assert set(prepared) == {"metadata"}  # every other column directly
     assert len(params) == 2 * len(Message._meta.concrete_fields[1:])
+
+
+def test_rows_of_one_shape_get_the_same_statement_text_each_with_its_own_values(conversation):
+    first, first_params = insert_statement(messages(conversation))
+    other = messages(conversation)
+    other[0].content, other[1].content = "outra pergunta", "outra resposta"
+    second, second_params = insert_statement(other)
+    third, _ = insert_statement(messages(conversation)[:1])
+
+    assert second is first  # made once for the shape: not joined again, its hash kept downstream
+    assert "outra pergunta" in second_params and "outra pergunta" not in first_params
+    assert third != first
+
+
+def test_a_value_written_as_sql_in_a_kept_statement_stays_in_its_own_place(conversation):
+    rows = messages(conversation)
+    rows[1].content = SqlValue("upper(%s)", ("written",))
+    sql, params = insert_statement(rows)
+    plain, _ = insert_statement(messages(conversation))
+
+    width = len(Message._meta.concrete_fields) - 1  # the id is the database's
+    content = [field.attname for field in Message._meta.concrete_fields[1:]].index("content")
+    placeholders = re.findall(r"upper\(%s\)|%s", sql.split(" VALUES ", 1)[1])
+    assert placeholders.index("upper(%s)") == width + content and placeholders.count("upper(%s)") == 1
+    assert sql != plain and "written" in params

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from common.rehearsal import rehearsing
 from conversations.graph import run_turn
 from conversations.models import Message, RouteDecisionRecord, ToolCall
-from conversations.records import TurnRecord, row_new, turn_rows
+from conversations.records import TurnRecord, _turn_statement, row_new, turn_rows
 from conversations.turn import TurnInput
 from routing import snapshot
 from routing.public import RouteDecision
@@ -134,3 +134,31 @@ def test_building_a_turns_rows_makes_no_columns_constant_default_again(monkeypat
     assert (rows.messages[0].step, rows.messages[0].agent, rows.messages[0].latency_ms) == (0, "", None)
     assert rows.decision is not None and rows.decision.message_id is None  # linked once the messages have ids
     assert rows.tool_calls[0].error == ""
+
+
+def test_a_turns_statement_is_made_once_for_its_shape_and_holds_each_turns_own_values():
+    decision = RouteDecision(route="billing_agent", agent="billing_agent", intent="billing", method="keyword")
+    records = [
+        TurnRecord(
+            conversation_id=7,
+            tenant_id=1,
+            profile_id=2,
+            text=text,
+            answer="Sua fatura vence dia 10.",
+            agent="billing_agent",
+            mode="router",
+            metadata={"mode": "router"},
+            decision=decision,
+        )
+        for text in ("minha fatura veio alta", "e a do mês passado?")
+    ]
+    updates = {"state": "billing", "language": "pt"}
+
+    (first, first_params), (second, second_params) = (
+        _turn_statement(turn_rows(record), conversation_pk=7, ticket=ticket, updates=updates)
+        for ticket, record in enumerate(records)
+    )
+
+    assert second is first  # joined once for the shape: the same text, its hash kept downstream
+    assert "minha fatura veio alta" in first_params and "e a do mês passado?" in second_params
+    assert "e a do mês passado?" not in first_params
