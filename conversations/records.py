@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Field, Model
 from django.utils import timezone
 
+from common.infra.fastjson import Encoded
 from common.infra.statements import SqlValue, insert_statement, inserted, statement_cursor
 from conversations import ordering
 from conversations.desk.escalations import outcome_escalated
@@ -73,6 +74,7 @@ class TurnRecord:
     agent: str  # who answered
     mode: str  # the graph's mode for this turn (router, supervisor, hybrid, single_agent)
     metadata: dict[str, Any]  # the answer's metadata (what the API answered)
+    metadata_json: bytes | None = None  # its JSON as its bound encoded it (common.infra.fastjson); None: not yet
     prompt_tokens: int = 0  # the turn's model calls added up (metadata["usage"] splits them)
     completion_tokens: int = 0
     llm_model: str = ""  # the model that wrote the answer ("" when none did)
@@ -272,7 +274,8 @@ def _message_rows(record: TurnRecord) -> list[Message]:
         other_models=record.other_models,
         agent=record.agent,
         content=record.answer,
-        metadata=record.metadata,
+        # Encoded once, for the response's bound, and stored as it was encoded (common.infra.fastjson.Encoded).
+        metadata=record.metadata if record.metadata_json is None else Encoded(record.metadata, record.metadata_json),
     )
     return [user, *notes, *parts, answer] if record.answered else [user, *notes, *parts]
 

@@ -225,6 +225,7 @@ def test_a_naive_datetime_is_prepared_by_django_which_warns_and_makes_it_aware()
     assert ours == theirs
 
 
+@fast_path_only
 def test_a_turns_messages_take_djangos_preparation_only_for_their_json_columns(conversation, monkeypatch):
     prepared: Counter[str] = Counter()
     for kind in (Field, ForeignKey, JSONField):  # JSONField's calls Field's: each column counted once, by its name
@@ -242,6 +243,7 @@ def test_a_turns_messages_take_djangos_preparation_only_for_their_json_columns(c
     assert len(params) == 2 * len(Message._meta.concrete_fields[1:])
 
 
+@fast_path_only
 def test_rows_of_one_shape_get_the_same_statement_text_each_with_its_own_values(conversation):
     first, first_params = insert_statement(messages(conversation))
     other = messages(conversation)

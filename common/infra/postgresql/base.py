@@ -128,6 +128,8 @@ class DatabaseOperations(operations.DatabaseOperations):
         stores its metadata twice. PostgreSQL keeps ``jsonb`` parsed, so the stored value is the same."""
         if encoder is not None:
             return super().adapt_json_value(value, encoder)
+        if type(value) is fastjson.Encoded:  # encoded already, for its size
+            return Jsonb(value, dumps=fastjson.encoded)
         return Jsonb(value, dumps=fastjson.dumps)
 
 
