@@ -155,6 +155,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def pool(self) -> Any:
         options = self.settings_dict["OPTIONS"].get("pool")
         pools = self._connection_pools  # type: ignore[attr-defined]  # Django's, one per alias (not in the stubs)
+        made = pools.get(self.alias)
+        if made is not None and options:
+            # What Django's property returns once the pool is made (every alias's but NO_DB_ALIAS's, which never gets
+            # one): read six times a checkout, and Django's own looks the settings up again each time.
+            return made
         checked = options and self.settings_dict["CONN_HEALTH_CHECKS"] and self.alias != NO_DB_ALIAS
         if checked and self.alias not in pools:
             from psycopg_pool import ConnectionPool
