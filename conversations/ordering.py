@@ -112,9 +112,12 @@ def conversation_table() -> str:
     return connection.ops.quote_name(Conversation._meta.db_table)
 
 
+@functools.lru_cache(maxsize=64)
 def _take_sql(and_read: str = "") -> str:
     """The ticket statement; the table and column names are the model's own constants, values are parameters.
-    ``and_read``: an expression returned too when the ticket's turn has come (``NULL`` otherwise)."""
+    ``and_read``: an expression returned too when the ticket's turn has come (``NULL`` otherwise). Kept for the few
+    expressions a profile's turns bring along: the same text is then the same object, its hash kept downstream
+    (the bound cursor's cache of converted statements, psycopg's of prepared ones)."""
     return (
         f"UPDATE {conversation_table()} SET turn_tickets_issued = turn_tickets_issued + 1, "  # noqa: S608
         "turn_started_at = CASE WHEN turn_tickets_done = turn_tickets_issued THEN %s ELSE turn_started_at END "
