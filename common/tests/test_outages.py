@@ -256,6 +256,7 @@ def test_a_pooled_connection_nothing_cut_is_handed_out_without_a_round_trip_and_
     assert new_pid != pid
 
 
+@fast_path_only
 @pytest.mark.django_db(transaction=True)
 def test_a_checkout_from_a_pool_already_made_reads_djangos_pool_property_no_more(monkeypatch):
     """Django's property reads the settings and the pools again each time, and a checkout and its return read the pool
