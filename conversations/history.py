@@ -10,6 +10,7 @@ the supervisor's review, the gateway's handoff summary and the person an escalat
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from typing import Any, NamedTuple
 
 from django.db import connection
@@ -64,6 +65,13 @@ def history_rows(conversation: str) -> str:
     the conversation's row (``conversation``: its table, quoted): what :func:`history_read` and the summary's read of
     what left the window (:func:`conversations.memory.summary.summary_left_read`) select from. The roles are the
     module's own constants, written into the statement."""
+    return _history_rows(conversation, connection.vendor)
+
+
+@functools.lru_cache(maxsize=16)
+def _history_rows(conversation: str, vendor: str) -> str:
+    """:func:`history_rows` for one database (``vendor``), made once: the ticket's statement reads it on every
+    message."""
     table = connection.ops.quote_name(Message._meta.db_table)
     roles = ", ".join(f"'{role}'" for role in HISTORY_ROLES)
     return (  # the model's names and the module's constants
@@ -79,12 +87,17 @@ def history_read(*, conversation: str, limit: int) -> tuple[str, list[Any]] | No
     aggregate of the kind (SQLite, the quick start: the history is then read on its own)."""
     if connection.vendor != "postgresql":
         return None
-    sql = (
+    return _history_read(conversation), [limit]
+
+
+@functools.lru_cache(maxsize=16)
+def _history_read(conversation: str) -> str:
+    """:func:`history_read`'s SQL (PostgreSQL's), made once: the ticket's statement brings it on every message."""
+    return (
         "(SELECT json_agg(json_build_array(h.role, h.content, h.id) ORDER BY h.created_at, h.id) FROM "  # noqa: S608  # history_rows' names and constants; the limit a parameter
         f"(SELECT role, content, id, created_at {history_rows(conversation)} ORDER BY created_at DESC, id DESC"
         " LIMIT %s) h)"
     )
-    return sql, [limit]
 
 
 def history_parse(read: list[Any] | None) -> tuple[HistoryEntry, ...]:

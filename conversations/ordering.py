@@ -39,6 +39,7 @@ nothing; the turn's messages are stored either way.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
@@ -50,13 +51,13 @@ from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import IntegrityError, InterfaceError, OperationalError, connection
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, InterfaceError, OperationalError, connection, connections
 from django.db.models import F, Field, JSONField
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from common.infra.metrics import ticket_wait_observe
-from common.infra.statements import insert_statement, statement_cursor
+from common.infra.statements import db_value, insert_statement, statement_cursor
 from conversations.models import Conversation
 
 logger = logging.getLogger(__name__)
@@ -111,9 +112,12 @@ def conversation_table() -> str:
     return connection.ops.quote_name(Conversation._meta.db_table)
 
 
+@functools.lru_cache(maxsize=64)
 def _take_sql(and_read: str = "") -> str:
     """The ticket statement; the table and column names are the model's own constants, values are parameters.
-    ``and_read``: an expression returned too when the ticket's turn has come (``NULL`` otherwise)."""
+    ``and_read``: an expression returned too when the ticket's turn has come (``NULL`` otherwise). Kept for the few
+    expressions a profile's turns bring along: the same text is then the same object, its hash kept downstream
+    (the bound cursor's cache of converted statements, psycopg's of prepared ones)."""
     return (
         f"UPDATE {conversation_table()} SET turn_tickets_issued = turn_tickets_issued + 1, "  # noqa: S608
         "turn_started_at = CASE WHEN turn_tickets_done = turn_tickets_issued THEN %s ELSE turn_started_at END "
@@ -258,21 +262,30 @@ def ticket_pass_statement(
     Both backends evaluate every ``SET`` expression against the row as it was. A turn sends it as
     part of the statement that stores the turn (:mod:`conversations.records`); :func:`ticket_pass` sends it alone.
     """
-    quote = connection.ops.quote_name
-    sets, params = [], []
-    for name, value in (values or {}).items():
-        field = cast(Field, Conversation._meta.get_field(name))  # a concrete column of the conversation
-        sets.append(f"{quote(str(field.column))} = %s")
-        params.append(field.get_db_prep_save(value, connection))
+    values = values or {}
+    database = connections[DEFAULT_DB_ALIAS]
+    statement, fields = _pass_shape(tuple(values), bool(messages), database.vendor)
+    params = [db_value(field, value, database) for field, value in zip(fields, values.values(), strict=True)]
     if messages:
-        sets.append("message_count = message_count + %s")
         params.append(messages)
+    params += [ticket, ticket + 1, ticket, database.ops.adapt_datetimefield_value(timezone.now()), conversation_pk]
+    return statement, params
+
+
+@functools.lru_cache(maxsize=256)
+def _pass_shape(names: tuple[str, ...], counted: bool, vendor: str) -> tuple[str, tuple[Field, ...]]:
+    """The hand-over's ``UPDATE`` for the columns ``names`` (and the message count when ``counted``), and their
+    fields: the same few sets of columns come back message after message, and the text is then the same object, whose
+    hash psycopg's caches of prepared statements read without reading the text again. ``vendor``: the database's."""
+    quote = connection.ops.quote_name
+    fields = tuple(cast(Field, Conversation._meta.get_field(name)) for name in names)  # the conversation's columns
+    sets = [f"{quote(str(field.column))} = %s" for field in fields]
+    if counted:
+        sets.append("message_count = message_count + %s")
     sets.append("turn_tickets_done = CASE WHEN turn_tickets_done = %s THEN %s ELSE turn_tickets_done END")
     sets.append("turn_started_at = CASE WHEN turn_tickets_done = %s THEN %s ELSE turn_started_at END")
-    params += [ticket, ticket + 1, ticket, connection.ops.adapt_datetimefield_value(timezone.now())]
     table = quote(Conversation._meta.db_table)
-    statement = f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s"  # noqa: S608  # the model's names; values are parameters
-    return statement, [*params, conversation_pk]
+    return f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s", fields  # noqa: S608  # the model's names; values are parameters
 
 
 def ticket_pass(conversation_pk: int, ticket: int, *, values: dict[str, Any] | None = None, messages: int = 0) -> bool:

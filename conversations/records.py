@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Field, Model
 from django.utils import timezone
 
+from common.infra.fastjson import Encoded
 from common.infra.statements import SqlValue, insert_statement, inserted, statement_cursor
 from conversations import ordering
 from conversations.desk.escalations import outcome_escalated
@@ -73,6 +74,7 @@ class TurnRecord:
     agent: str  # who answered
     mode: str  # the graph's mode for this turn (router, supervisor, hybrid, single_agent)
     metadata: dict[str, Any]  # the answer's metadata (what the API answered)
+    metadata_json: bytes | None = None  # its JSON as its bound encoded it (common.infra.fastjson); None: not yet
     prompt_tokens: int = 0  # the turn's model calls added up (metadata["usage"] splits them)
     completion_tokens: int = 0
     llm_model: str = ""  # the model that wrote the answer ("" when none did)
@@ -272,7 +274,8 @@ def _message_rows(record: TurnRecord) -> list[Message]:
         other_models=record.other_models,
         agent=record.agent,
         content=record.answer,
-        metadata=record.metadata,
+        # Encoded once, for the response's bound, and stored as it was encoded (common.infra.fastjson.Encoded).
+        metadata=record.metadata if record.metadata_json is None else Encoded(record.metadata, record.metadata_json),
     )
     return [user, *notes, *parts, answer] if record.answered else [user, *notes, *parts]
 
@@ -465,38 +468,66 @@ def _turn_statement(
     (:func:`common.infra.statements.insert_statement`), the ``UPDATE`` the ticket's hand-over
     (:func:`conversations.ordering.ticket_pass_statement`).
     """
-    quote = connection.ops.quote_name
-    message_pk = quote(str(Message._meta.pk.column))
+    names = _statement_names(connection.vendor)
     sql, params = insert_statement(rows.messages)
-    parts, values = [f"m AS ({sql})"], list(params)
-    decision_pk = "NULL"
+    parts, values = [("m", sql)], list(params)
     if rows.decision is not None:
         # The user's message is the first row of m, so the least id: a sequence numbers rows as they are inserted.
-        least = f"(SELECT min({message_pk}) FROM m)"  # noqa: S608  # the model's names
-        rows.decision.message_id = SqlValue(least)  # type: ignore[assignment]  # written in the statement
+        rows.decision.message_id = names.least  # type: ignore[assignment]  # written in the statement
         sql, params = insert_statement([rows.decision])
-        parts.append(f"d AS ({sql})")
+        parts.append(("d", sql))
         values += params
-        decision_pk = f"(SELECT {quote(str(RouteDecisionRecord._meta.pk.column))} FROM d)"  # noqa: S608
     if rows.tool_calls:
         # The calls point at the last message (rows.link): the greatest id of m.
-        last = SqlValue(f"(SELECT max({message_pk}) FROM m)")  # noqa: S608  # the model's names
         for call in rows.tool_calls:
-            call.message_id = last  # type: ignore[assignment]  # written in the statement
+            call.message_id = names.last  # type: ignore[assignment]  # written in the statement
         sql, params = insert_statement(rows.tool_calls)
-        parts.append(f"t AS ({sql})")
+        parts.append(("t", sql))
         values += params
     if rows.handoffs:
         sql, params = insert_statement(rows.handoffs)
-        parts.append(f"h AS ({sql})")
+        parts.append(("h", sql))
         values += params
     update, update_params = ordering.ticket_pass_statement(
         conversation_pk, ticket, values=updates, messages=len(rows.messages)
     )
-    parts.append(f"u AS ({update})")
+    parts.append(("u", update))
     values += update_params
-    statement = f"WITH {', '.join(parts)} SELECT m.{message_pk}, {decision_pk} FROM m ORDER BY m.{message_pk}"  # noqa: S608  # the model's names; values are parameters
-    return statement, values
+    return _joined(tuple(parts), rows.decision is not None, connection.vendor), values
+
+
+@dataclass(frozen=True)
+class _Names:
+    """The SQL of :func:`_turn_statement` that names the model's columns, for one database."""
+
+    message_pk: str
+    least: SqlValue  # the first message's id, the decision's message
+    last: SqlValue  # the last message's id, the tool calls' message
+    decision_pk: str
+
+
+@functools.cache
+def _statement_names(vendor: str) -> _Names:
+    quote = connection.ops.quote_name
+    message_pk = quote(str(Message._meta.pk.column))
+    return _Names(
+        message_pk=message_pk,
+        least=SqlValue(f"(SELECT min({message_pk}) FROM m)"),  # noqa: S608  # the model's names
+        last=SqlValue(f"(SELECT max({message_pk}) FROM m)"),  # noqa: S608
+        decision_pk=f"(SELECT {quote(str(RouteDecisionRecord._meta.pk.column))} FROM d)",  # noqa: S608
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _joined(parts: tuple[tuple[str, str], ...], decided: bool, vendor: str) -> str:
+    """The ``WITH`` statement of ``parts`` (name, statement), selecting the messages' ids in order and the
+    decision's (``decided``). Kept: a conversation's turns have a few shapes, and the same text is then the same
+    object downstream (psycopg reads its hash for its prepared statements without reading the text again)."""
+    names = _statement_names(vendor)
+    message_pk = names.message_pk
+    decision_pk = names.decision_pk if decided else "NULL"
+    joined = ", ".join(f"{name} AS ({sql})" for name, sql in parts)
+    return f"WITH {joined} SELECT m.{message_pk}, {decision_pk} FROM m ORDER BY m.{message_pk}"  # noqa: S608  # the model's names; values are parameters
 
 
 def _turn_statement_send(rows: TurnRows, *, conversation_pk: int, ticket: int, updates: dict[str, Any]) -> None:

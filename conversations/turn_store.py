@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from agents.public import other_models
-from common.infra import metrics
+from common.infra import fastjson, metrics
 from common.sizes import json_bounded, json_size, limit_hit
 from conversations import ordering
 from conversations.delivery import DESK_EVENT, desk_group, push_now
@@ -259,16 +259,20 @@ def active_specialist(turn: Turn) -> str:
     return turn.agent
 
 
-def response_bounded(turn: Turn, metadata: dict[str, Any]) -> dict[str, Any]:
+def response_bounded(turn: Turn, metadata: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
     """``metadata`` cut so that the answer with it — the response every face returns, and the stored message —
     takes at most ``RESPONSE_MAX_BYTES`` of JSON: its longest strings (and lists) are cut with a marker
-    (:func:`common.sizes.json_bounded`), and the cut is recorded in it."""
+    (:func:`common.sizes.json_bounded`), and the cut is recorded in it. With it, its JSON when it fitted as it was
+    (what its ``jsonb`` column stores: encoded once); ``None`` when it was cut or holds what JSON has no type for."""
     envelope = {"answer": turn.answer, "agent": turn.agent, "conversation_key": turn.input.conversation_key}
     limit = settings.RESPONSE_MAX_BYTES
     budget = max(limit - json_size(envelope) - RESPONSE_RESERVE_BYTES, RESPONSE_RESERVE_BYTES)
+    encoded = fastjson.dumps_plain(metadata)  # json_size's bytes, for a value that needs no default
+    if encoded is not None and len(encoded) <= budget:
+        return metadata, encoded
     bounded, asked = json_bounded(metadata, budget)
     if not asked:
-        return metadata
+        return metadata, None
     if not isinstance(bounded, dict):  # not even its shape fits: what says what happened
         bounded = {key: metadata.get(key) for key in ("mode", "version", "route", "intent", "turn", "usage")}
         bounded["limits"] = list(metadata.get("limits") or [])
@@ -277,7 +281,7 @@ def response_bounded(turn: Turn, metadata: dict[str, Any]) -> dict[str, Any]:
     if isinstance(bounded.get("goal"), dict):
         bounded["goal"]["limits"] = bounded["limits"]
     hit["ran"] = json_size(bounded) + json_size(envelope)
-    return bounded
+    return bounded, None
 
 
 def turn_record(turn: Turn) -> TurnRecord:
@@ -287,7 +291,7 @@ def turn_record(turn: Turn) -> TurnRecord:
     metadata = turn.metadata()
     usage = metadata["usage"]
     tool_calls = metadata["mcp_results"]  # redacted once: the rows store what the answer shows, before its bound
-    metadata = response_bounded(turn, metadata)
+    metadata, metadata_json = response_bounded(turn, metadata)
     return TurnRecord(
         conversation_id=turn.store.conversation_pk,
         tenant_id=data.tenant_pk,
@@ -297,6 +301,7 @@ def turn_record(turn: Turn) -> TurnRecord:
         agent=turn.agent,
         mode=turn.mode,
         metadata=metadata,
+        metadata_json=metadata_json,
         prompt_tokens=usage["prompt_tokens"],
         completion_tokens=usage["completion_tokens"],
         llm_model=usage["model"],

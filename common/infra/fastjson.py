@@ -11,7 +11,7 @@ Pure: imports no app.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -27,3 +27,29 @@ def dumps(value: Any, *, default: Callable[[Any], Any] | None = None, option: in
     except orjson.JSONEncodeError:
         # Beyond what orjson encodes (an integer over 64 bits, say): the standard library's encoding.
         return json.dumps(value, default=default, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def dumps_plain(value: Any) -> bytes | None:
+    """``value``'s JSON as :func:`dumps` writes it with no ``default``; ``None`` when it holds something JSON has no
+    type for."""
+    try:
+        return dumps(value)
+    except TypeError:  # orjson's JSONEncodeError is one
+        return None
+
+
+class Encoded(dict[str, Any]):
+    """A JSON object that carries the bytes :func:`dumps` wrote for it, once it is final: a turn's metadata, encoded
+    for its size, is not encoded again for its ``jsonb`` column (:mod:`common.infra.postgresql`). Everything else reads
+    it as the ``dict`` it is (orjson and ``json`` write it as one). Made for a value that no one changes any more."""
+
+    __slots__ = ("json",)
+
+    def __init__(self, value: Mapping[str, Any], json: bytes) -> None:
+        super().__init__(value)
+        self.json = json
+
+
+def encoded(value: Encoded) -> bytes:
+    """The bytes an :class:`Encoded` value carries (a ``dumps`` function for psycopg's ``Jsonb``)."""
+    return value.json

@@ -10,17 +10,44 @@ values and ``RETURNING`` columns, tested to be equal — without running Django'
 statement: what a model's insert needs (its table, fields, columns, returned columns) is worked out once per model
 and database, and a row's values are each field's own ``pre_save`` and ``get_db_prep_save``, as the compiler calls
 them. That compiler cost a turn more CPU than sending the statement (docs/benchmarks.md).
+
+A value that Django's stock fields would hand on as it is, or through one backend method, is prepared so directly
+(:func:`db_value`): a text in a ``CharField``, an integer in an ``IntegerField`` or a key, an aware datetime. Each
+``get_db_prep_save`` goes through three to five of the field's methods, and a turn's statement holds about sixty
+values; every other value, and every field of another class, takes ``get_db_prep_save`` itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import datetime as dt
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
-from django.db.models import AutoField, Field, Model, sql
+from django.db.models import (
+    AutoField,
+    BigAutoField,
+    BigIntegerField,
+    BooleanField,
+    CharField,
+    DateTimeField,
+    Field,
+    FloatField,
+    ForeignKey,
+    IntegerField,
+    Model,
+    PositiveBigIntegerField,
+    PositiveIntegerField,
+    PositiveSmallIntegerField,
+    SmallAutoField,
+    SmallIntegerField,
+    TextField,
+    sql,
+)
 from django.db.models.constants import OnConflict
 from django.db.models.expressions import RawSQL
 
@@ -46,6 +73,83 @@ class SqlValue:
     params: tuple[Any, ...] = ()
 
 
+# What Django's stock fields do with a value of each exact type (read from their get_prep_value and
+# get_db_prep_value; common/tests/test_statements.py holds every pair against get_db_prep_save): nothing (None), or
+# one method of the backend's operations, called as ``prepare(connection.ops, value)``. ``None`` stays ``None``.
+Prepare = Callable[[Any, Any], Any]
+_SLOW = object()  # get_db_prep_save itself
+_NAIVE = object()  # a naive datetime: Django warns and makes it aware, so get_db_prep_save prepares it
+_TEXTS = (CharField, TextField)
+_INTEGERS = (
+    IntegerField,
+    SmallIntegerField,
+    BigIntegerField,
+    PositiveIntegerField,
+    PositiveSmallIntegerField,
+    PositiveBigIntegerField,
+)
+_KEYS = (AutoField, BigAutoField, SmallAutoField)
+
+
+class _Preparing(dict[type, Any]):
+    """A field's preparation by the value's exact type: ``None`` (kept), a :data:`Prepare`, or :data:`_SLOW`. A
+    text field keeps any ``str`` (a ``TextChoices`` member too: its ``to_python`` hands a ``str`` back as it is)."""
+
+    def __init__(self, direct: dict[type, Prepare | None], *, texts: bool = False) -> None:
+        super().__init__(direct)
+        self.texts = texts
+
+    def __missing__(self, kind: type) -> Any:
+        self[kind] = prepare = None if self.texts and issubclass(kind, str) else _SLOW
+        return prepare
+
+
+def _key(ops: Any, value: int) -> Any:
+    return ops.validate_autopk_value(value)  # after int(value), which keeps an int
+
+
+def _integer(internal: str) -> Prepare:
+    def prepare(ops: Any, value: int) -> Any:
+        return ops.adapt_integerfield_value(value, internal)  # after int(value)
+
+    return prepare
+
+
+def _aware(ops: Any, value: dt.datetime) -> Any:
+    return ops.adapt_datetimefield_value(value) if value.utcoffset() is not None else _NAIVE
+
+
+@functools.cache
+def _preparing(field: Field) -> _Preparing:
+    """How ``field`` prepares a value of each type (above): what a stock class does directly, the rest
+    :data:`_SLOW`. The same on every backend: what differs is the backend's method, given at the call."""
+    kind, none = type(field), type(None)
+    if kind is ForeignKey and type(field.target_field) in _KEYS:  # type: ignore[attr-defined]  # a ForeignKey's
+        return _Preparing({int: _key, none: None})
+    if kind in _TEXTS:
+        return _Preparing({str: None, none: None}, texts=True)  # to_python keeps a str
+    if kind in _INTEGERS:
+        return _Preparing({int: _integer(field.get_internal_type()), none: None})
+    if kind is FloatField:
+        return _Preparing({float: None, none: None})  # float() keeps a float
+    if kind is BooleanField:
+        return _Preparing({bool: None, none: None})  # to_python keeps a bool
+    if kind is DateTimeField:
+        return _Preparing({dt.datetime: _aware, none: None})
+    return _Preparing({})
+
+
+def db_value(field: Field, value: Any, connection: BaseDatabaseWrapper) -> Any:
+    """``field.get_db_prep_save(value, connection)``; for the values of :func:`_preparing`, without the field's chain
+    of methods."""
+    prepare = _preparing(field)[type(value)]
+    if prepare is None:
+        return value
+    if prepare is not _SLOW and (prepared := prepare(connection.ops, value)) is not _NAIVE:
+        return prepared
+    return field.get_db_prep_save(value, connection=connection)
+
+
 @dataclass(frozen=True)
 class _InsertShape:
     """What every ``INSERT`` of one model's new rows shares."""
@@ -54,6 +158,8 @@ class _InsertShape:
     head_ignoring: str  # the same, new rows only: rows whose unique columns are taken are left out
     ignoring: str  # what follows the values then (PostgreSQL: ON CONFLICT DO NOTHING; SQLite: INSERT OR IGNORE before)
     fields: tuple[Field, ...]
+    # Each field's: its attribute, whether its own pre_save runs (auto_now_add) and how its values are prepared.
+    columns: tuple[tuple[Field, str, bool, _Preparing], ...]
     returning: str  # RETURNING "table"."id", … ("" where the database returns nothing)
     returned: tuple[Field, ...]
 
@@ -83,6 +189,15 @@ def _shape(model: type[Model], using: str) -> _InsertShape:
             head_ignoring=f"{connection.ops.insert_statement(on_conflict=OnConflict.IGNORE)} {target}",
             ignoring=f" {ignoring}" if ignoring else "",
             fields=fields,
+            columns=tuple(
+                (
+                    field,
+                    str(field.attname),
+                    type(field).pre_save is not Field.pre_save,
+                    _preparing(field),
+                )
+                for field in fields
+            ),
             returning=returning,
             returned=returned,
         )
@@ -113,29 +228,52 @@ def _insert(objs: Sequence[Model], using: str, conflicts_ignored: bool) -> tuple
     model = type(objs[0])
     shape = _shape(model, using)
     connection = connections[using]
+    ops = connection.ops
     compiler: Any = None
-    rows: list[str] = []
+    written: list[tuple[int, str]] = []  # (the value's place, its SQL) where a value is not a plain parameter
     params: list[Any] = []
+    place = 0
     for obj in objs:
-        placeholders = []
-        for field in shape.fields:
-            value = field.pre_save(obj, add=True)
-            if isinstance(value, SqlValue):
-                placeholders.append(value.sql)
+        for field, attname, saving, preparing in shape.columns:
+            value = field.pre_save(obj, add=True) if saving else getattr(obj, attname)
+            prepare = preparing[type(value)]
+            if prepare is None:  # what get_db_prep_save gives back unchanged (see _preparing)
+                params.append(value)
+            elif prepare is not _SLOW and (prepared := prepare(ops, value)) is not _NAIVE:
+                params.append(prepared)
+            elif isinstance(value, SqlValue):
+                written.append((place, value.sql))
                 params.extend(value.params)
             elif hasattr(value, "resolve_expression"):
                 if compiler is None:
                     compiler = sql.InsertQuery(model).get_compiler(using=using)
                 placeholder, values = compiler.compile(compiler.prepare_value(field, value))
-                placeholders.append(placeholder)
+                written.append((place, placeholder))
                 params.extend(values)
             else:
-                placeholders.append("%s")
                 params.append(field.get_db_prep_save(value, connection=connection))
-        rows.append(f"({', '.join(placeholders)})")
-    if conflicts_ignored:
-        return f"{shape.head_ignoring}{', '.join(rows)}{shape.ignoring}", params
-    return f"{shape.head}{', '.join(rows)}{shape.returning}", params
+            place += 1
+    return _insert_text(model, using, len(objs), tuple(written), conflicts_ignored), params
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_text(
+    model: type[Model], using: str, count: int, written: tuple[tuple[int, str], ...], ignoring: bool
+) -> str:
+    """The ``INSERT`` of ``count`` rows of ``model``, ``%s`` for each value but those ``written`` (place, SQL). Kept:
+    a turn's statements have a few shapes, sent again and again, and the same text is then the same object, whose
+    hash the caches of prepared statements downstream (``common.infra.postgresql``, psycopg's) read at once."""
+    shape = _shape(model, using)
+    width = len(shape.columns)
+    placeholders = ["%s"] * (count * width)
+    for place, text in written:
+        placeholders[place] = text
+    rows = ", ".join(
+        f"({', '.join(placeholders[start : start + width])})" for start in range(0, len(placeholders), width)
+    )
+    if ignoring:
+        return f"{shape.head_ignoring}{rows}{shape.ignoring}"
+    return f"{shape.head}{rows}{shape.returning}"
 
 
 def _compiled_insert(objs: Sequence[Model], using: str, conflicts_ignored: bool = False) -> tuple[str, list[Any]]:

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from django.db import connection
+from django.db.backends.postgresql import base as django_postgresql
 from django.test import Client
 
 from common.infra import circuit
@@ -253,6 +254,31 @@ def test_a_pooled_connection_nothing_cut_is_handed_out_without_a_round_trip_and_
         [new_pid] = cursor.fetchone()
     connection.close()
     assert new_pid != pid
+
+
+@fast_path_only
+@pytest.mark.django_db(transaction=True)
+def test_a_checkout_from_a_pool_already_made_reads_djangos_pool_property_no_more(monkeypatch):
+    """Django's property reads the settings and the pools again each time, and a checkout and its return read the pool
+    six times: the pool made, it is handed back at once (common/infra/postgresql: DatabaseWrapper.pool)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the pool is PostgreSQL's")
+    with connection.cursor() as cursor:  # the pool made, a connection taken and given back
+        cursor.execute("SELECT 1")
+    connection.close()
+    made = connection.pool
+    read = []
+    stock = django_postgresql.DatabaseWrapper.pool
+    monkeypatch.setattr(
+        django_postgresql.DatabaseWrapper, "pool", property(lambda wrapper: read.append(1) or stock.fget(wrapper))
+    )
+
+    for _ in range(3):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        connection.close()
+
+    assert read == [] and connection.pool is made
 
 
 @fast_path_only

@@ -9,6 +9,7 @@ from django.db import connection
 from django.db.utils import DataError
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from psycopg import _queries
 from psycopg.types.json import Jsonb
 
 from common.infra.statements import statement_cursor
@@ -79,3 +80,27 @@ def test_the_default_cursor_still_quotes_values_into_the_statement():
         cursor.execute("SELECT %s", ["quoted"])
 
     assert "'quoted'" in captured.captured_queries[0]["sql"]
+
+
+class CountedText(str):
+    """A statement's text that counts its encodings."""
+
+    encoded = 0
+
+    def encode(self, *args, **kwargs):
+        CountedText.encoded += 1
+        return super().encode(*args, **kwargs)
+
+
+@fast_path_only
+def test_a_statements_text_sent_again_is_neither_encoded_nor_scanned_again(monkeypatch):
+    scanned = []
+    scan = _queries._query2pg_nocache
+    monkeypatch.setattr(_queries, "_query2pg_nocache", lambda *args: scanned.append(args) or scan(*args))
+    statement = CountedText("SELECT %s::text || ' scanned once ' || %s::text")
+    for number in range(3):
+        with statement_cursor() as cursor:
+            cursor.execute(statement, ["run", str(number)])
+            assert cursor.fetchone() == ("run scanned once " + str(number),)
+
+    assert (len(scanned), CountedText.encoded) == (1, 1)

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import uuid
+from collections import Counter
 
 import pytest
 from django.db import connection
+from django.db.models import Field, ForeignKey, JSONField
 from django.db.models.expressions import RawSQL
+from django.utils.translation import gettext_lazy
 
-from common.infra.statements import SqlValue, insert_statement, inserted
-from conversations.models import Conversation, Message
+from common.infra.statements import SqlValue, db_value, insert_statement, inserted
+from conversations.models import Conversation, Message, MessageRole, RouteDecisionRecord, ToolCall
+from handoffs.models import Handoff
 from tests.stock_paths import fast_path_only
 
 pytestmark = pytest.mark.django_db
@@ -161,3 +166,104 @@ def test_with_the_stock_paths_the_statement_is_built_by_djangos_insert_compiler_
     assert "upper(%s)" in sql and "written" in params and "RETURNING" in sql
     assert isinstance(obj.content, SqlValue)  # handed to Django as an expression for the statement only
     assert Message.objects.get(pk=obj.pk).content == "WRITTEN"
+
+
+MODELS_OF_A_TURN = (Message, RouteDecisionRecord, ToolCall, Handoff, Conversation)
+VALUES = (
+    "texto",
+    "",
+    MessageRole.USER,
+    gettext_lazy("Hello"),
+    0,
+    7,
+    2**40,
+    -3,
+    True,
+    False,
+    1.5,
+    None,
+    dt.datetime(2026, 11, 30, 6, 0, tzinfo=dt.UTC),
+    {"a": 1},
+    [1, "b"],
+    uuid.UUID(int=5),
+)
+
+
+def prepared_as_django_prepares(field, value):
+    """What get_db_prep_save gives (the error it raises, by type), comparable across psycopg's JSON wrappers."""
+    try:
+        prepared = field.get_db_prep_save(value, connection=connection)
+    except Exception as exc:  # noqa: BLE001  # the same refusal is what is compared
+        return ("raises", type(exc))
+    return (type(prepared), getattr(prepared, "obj", prepared))
+
+
+def prepared_by_db_value(field, value):
+    try:
+        prepared = db_value(field, value, connection)
+    except Exception as exc:  # noqa: BLE001
+        return ("raises", type(exc))
+    return (type(prepared), getattr(prepared, "obj", prepared))
+
+
+@pytest.mark.parametrize("model", MODELS_OF_A_TURN, ids=lambda model: model.__name__)
+def test_every_column_of_a_turns_rows_gets_each_kind_of_value_as_djangos_own_preparation_gives_it(model):
+    for field in model._meta.concrete_fields:
+        for value in VALUES:
+            assert prepared_by_db_value(field, value) == prepared_as_django_prepares(field, value), (field, value)
+
+
+def test_a_naive_datetime_is_prepared_by_django_which_warns_and_makes_it_aware():
+    field = Message._meta.get_field("created_at")
+    naive = dt.datetime(2026, 11, 30, 6, 0)  # the case under test
+
+    with pytest.warns(RuntimeWarning, match="naive datetime"):
+        ours = db_value(field, naive, connection)
+    with pytest.warns(RuntimeWarning, match="naive datetime"):
+        theirs = field.get_db_prep_save(naive, connection=connection)
+
+    assert ours == theirs
+
+
+@fast_path_only
+def test_a_turns_messages_take_djangos_preparation_only_for_their_json_columns(conversation, monkeypatch):
+    prepared: Counter[str] = Counter()
+    for kind in (Field, ForeignKey, JSONField):  # JSONField's calls Field's: each column counted once, by its name
+        original = kind.get_db_prep_save
+
+        def counted(self, value, connection, *, original=original):
+            prepared[self.name] += 1
+            return original(self, value, connection)
+
+        monkeypatch.setattr(kind, "get_db_prep_save", counted)
+
+    _, params = insert_statement(messages(conversation))
+
+    assert set(prepared) == {"metadata"}  # every other column directly
+    assert len(params) == 2 * len(Message._meta.concrete_fields[1:])
+
+
+@fast_path_only
+def test_rows_of_one_shape_get_the_same_statement_text_each_with_its_own_values(conversation):
+    first, first_params = insert_statement(messages(conversation))
+    other = messages(conversation)
+    other[0].content, other[1].content = "outra pergunta", "outra resposta"
+    second, second_params = insert_statement(other)
+    third, _ = insert_statement(messages(conversation)[:1])
+
+    assert second is first  # made once for the shape: not joined again, its hash kept downstream
+    assert "outra pergunta" in second_params and "outra pergunta" not in first_params
+    assert third != first
+
+
+def test_a_value_written_as_sql_in_a_kept_statement_stays_in_its_own_place(conversation):
+    rows = messages(conversation)
+    rows[1].content = SqlValue("upper(%s)", ("written",))
+    sql, params = insert_statement(rows)
+    plain, _ = insert_statement(messages(conversation))
+
+    width = len(Message._meta.concrete_fields) - 1  # the id is the database's
+    content = [field.attname for field in Message._meta.concrete_fields[1:]].index("content")
+    placeholders = re.findall(r"upper\(%s\)|%s", sql.split(" VALUES ", 1)[1])
+    assert placeholders.index("upper(%s)") == width + content and placeholders.count("upper(%s)") == 1
+    assert sql != plain and "written" in params

@@ -15,6 +15,7 @@ from django.utils import timezone
 from agents.llm import OfflineChatModel
 from conversations import ordering
 from conversations.graph import run_turn
+from conversations.history import history_read, history_rows
 from conversations.models import Conversation, Message
 from conversations.turn import TurnInput
 from routing import snapshot
@@ -224,3 +225,19 @@ def test_a_turn_that_fails_unexpectedly_hands_the_conversation_on(tenant, teleco
     asyncio.run(run_turn(data))  # not stuck behind the failed turn
     conversation = Conversation.objects.get(session_id="boom")
     assert conversation.turn_tickets_issued == conversation.turn_tickets_done == 2
+
+
+@pytest.mark.django_db
+def test_the_tickets_statement_is_made_once_for_what_it_brings_along_and_the_history_read_once_per_table():
+    table = ordering.conversation_table()
+    history = history_read(conversation=table, limit=10)
+    again = history_read(conversation=table, limit=20)
+    brought = history[0] if history is not None else ""  # SQLite reads the history on its own
+
+    first = ordering._take_sql("".join(["json_build_array(", brought, ")::text"]))
+    second = ordering._take_sql("".join(["json_build_array(", brought, ")::text"]))  # equal, another object
+
+    assert second is first  # the same text object message after message: its hash kept downstream
+    assert history_rows(table) is history_rows(table)
+    if history is not None and again is not None:
+        assert again[0] is history[0] and (history[1], again[1]) == ([10], [20])

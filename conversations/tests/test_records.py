@@ -5,19 +5,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import orjson
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import connection
 from django.db.models import Field
 from django.test.utils import CaptureQueriesContext
 
+from common.infra import fastjson
 from common.rehearsal import rehearsing
 from conversations.graph import run_turn
 from conversations.models import Message, RouteDecisionRecord, ToolCall
-from conversations.records import TurnRecord, row_new, turn_rows
-from conversations.turn import TurnInput
+from conversations.records import TurnRecord, _turn_statement, row_new, turn_rows
+from conversations.turn import LIMIT_RESPONSE, TurnInput
 from routing import snapshot
 from routing.public import RouteDecision
+from tests.stock_paths import fast_path_only
 
 pytestmark = pytest.mark.django_db
 
@@ -134,3 +137,70 @@ def test_building_a_turns_rows_makes_no_columns_constant_default_again(monkeypat
     assert (rows.messages[0].step, rows.messages[0].agent, rows.messages[0].latency_ms) == (0, "", None)
     assert rows.decision is not None and rows.decision.message_id is None  # linked once the messages have ids
     assert rows.tool_calls[0].error == ""
+
+
+@fast_path_only
+def test_a_turns_statement_is_made_once_for_its_shape_and_holds_each_turns_own_values():
+    decision = RouteDecision(route="billing_agent", agent="billing_agent", intent="billing", method="keyword")
+    records = [
+        TurnRecord(
+            conversation_id=7,
+            tenant_id=1,
+            profile_id=2,
+            text=text,
+            answer="Sua fatura vence dia 10.",
+            agent="billing_agent",
+            mode="router",
+            metadata={"mode": "router"},
+            decision=decision,
+        )
+        for text in ("minha fatura veio alta", "e a do mês passado?")
+    ]
+    updates = {"state": "billing", "language": "pt"}
+
+    (first, first_params), (second, second_params) = (
+        _turn_statement(turn_rows(record), conversation_pk=7, ticket=ticket, updates=updates)
+        for ticket, record in enumerate(records)
+    )
+
+    assert second is first  # joined once for the shape: the same text, its hash kept downstream
+    assert "minha fatura veio alta" in first_params and "e a do mês passado?" in second_params
+    assert "e a do mês passado?" not in first_params
+
+
+def test_a_turns_metadata_is_encoded_once_for_its_bound_and_stored_as_encoded(tenant, telecom, monkeypatch):
+    first = invoice_question(tenant, "minha fatura veio alta este mês")
+    with rehearsing(ANSWERS):
+        async_to_sync(run_turn)(first)
+    encoded = []
+    dumps = fastjson.dumps
+
+    def counted(value, **kwargs):
+        written = dumps(value, **kwargs)
+        if isinstance(value, dict) and "route_decision" in value:  # the answer's metadata
+            encoded.append(written)
+        return written
+
+    monkeypatch.setattr(fastjson, "dumps", counted)
+
+    with rehearsing(ANSWERS):
+        result = async_to_sync(run_turn)(replace(first, text="e a fatura do mês passado, veio alta também?"))
+
+    assert len(encoded) == 1  # its size; the jsonb column takes those bytes (SQLite's column is json.dumps's)
+    stored = Message.objects.get(pk=result.message_id).metadata
+    assert stored == orjson.loads(encoded[0]) and stored["route_decision"]["intent"] == result.metadata["intent"]
+    assert stored["mcp_results"] == result.metadata["mcp_results"]
+
+
+def test_metadata_that_does_not_fit_is_cut_and_stored_as_cut_without_the_bytes_of_its_first_encoding(
+    tenant, telecom, settings
+):
+    settings.RESPONSE_MAX_BYTES = 4_096
+    first = invoice_question(tenant, "minha fatura veio alta este mês")
+    answers = {**ANSWERS, "consultar_fatura": {"valor_total": "R$ 289,90", "detalhe": "x" * 20_000}}
+    with rehearsing(answers):
+        result = async_to_sync(run_turn)(first)
+
+    stored = Message.objects.get(pk=result.message_id).metadata
+    assert [hit["limit"] for hit in stored["limits"]][-1] == LIMIT_RESPONSE
+    assert stored["limits"] == result.metadata["limits"] and len(fastjson.dumps(stored)) < 4_096

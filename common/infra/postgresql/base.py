@@ -92,8 +92,12 @@ def connection_untouched(conn: Any) -> bool:
 # psycopg turns a statement's ``%s`` into ``$1``, ``$2`` … by scanning its text, and keeps what it found for the next
 # run only for statements of at most 50 values and 4 kB (so that an ORM's ever-different bulk inserts do not fill
 # its cache): a turn's joined write has about 60 values, and the scan took a fifth of the write's CPU. The bound
-# cursor's statements have a few dozen shapes, every one sent again and again, so its own cache keeps them all.
-_bound_statement_parts = functools.lru_cache(maxsize=256)(_queries._query2pg_nocache)
+# cursor's statements have a few dozen shapes, every one sent again and again, so its own cache keeps them all, by
+# their text: the message path builds each shape's text once (common.infra.statements, conversations.records), so
+# the same text comes back as the same object, whose hash is kept, where its encoding would be new bytes to hash.
+@functools.lru_cache(maxsize=256)
+def _bound_statement_parts(query: str, encoding: str) -> Any:
+    return _queries._query2pg_nocache(query.encode(encoding), encoding)
 
 
 class BoundQuery(_queries.PostgresQuery):
@@ -105,9 +109,7 @@ class BoundQuery(_queries.PostgresQuery):
         if vars is None or not isinstance(query, str):
             return super().convert(query, vars)
         encoding = self._tx.encoding
-        self.query, self._want_formats, self._order, self._parts = _bound_statement_parts(
-            query.encode(encoding), encoding
-        )
+        self.query, self._want_formats, self._order, self._parts = _bound_statement_parts(query, encoding)
         self.dump(vars)
         return None
 
@@ -126,6 +128,8 @@ class DatabaseOperations(operations.DatabaseOperations):
         stores its metadata twice. PostgreSQL keeps ``jsonb`` parsed, so the stored value is the same."""
         if encoder is not None:
             return super().adapt_json_value(value, encoder)
+        if type(value) is fastjson.Encoded:  # encoded already, for its size
+            return Jsonb(value, dumps=fastjson.encoded)
         return Jsonb(value, dumps=fastjson.dumps)
 
 
@@ -151,6 +155,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def pool(self) -> Any:
         options = self.settings_dict["OPTIONS"].get("pool")
         pools = self._connection_pools  # type: ignore[attr-defined]  # Django's, one per alias (not in the stubs)
+        made = pools.get(self.alias)
+        if made is not None and options:
+            # What Django's property returns once the pool is made (every alias's but NO_DB_ALIAS's, which never gets
+            # one): read six times a checkout, and Django's own looks the settings up again each time.
+            return made
         checked = options and self.settings_dict["CONN_HEALTH_CHECKS"] and self.alias != NO_DB_ALIAS
         if checked and self.alias not in pools:
             from psycopg_pool import ConnectionPool
