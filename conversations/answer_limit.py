@@ -4,26 +4,39 @@ as it is written (``token`` events) and each supervisor part's answer (``partial
 
 The stored answer is cut by the graph (:func:`conversations.graph.output_guardrails`): its start and the marker
 (:func:`common.sizes.text_cut`), within the limit, the cut recorded in ``metadata.limits``. A stream cannot know how
-long a model's text will be when it passes the limit, so it sends at most :func:`stream_room` characters of it, the
-limit less the longest marker: what a client received is then the start of the stored answer, and a face that sends
-the rest once the turn is stored (the OpenAI-compatible faces) sends exactly what is stored. A model that writes on
-is still read to its end (its usage is counted), its text past the room sent nowhere.
+long a model's text will be when it passes the limit, nor whether the review will add its note after it (an answer
+that changed something and failed the judges: :func:`conversations.graph.answer_noted`, which cuts the answer to make
+the note's room), so it sends at most :func:`stream_room` characters of it, the limit less the longest marker and the
+longest note: what a client received is then the start of the stored answer, note or not, and a face that sends the
+rest once the turn is stored (the OpenAI-compatible faces) sends exactly what is stored. A model that writes on is
+still read to its end (its usage is counted), its text past the room sent nowhere.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from common.events import Emit
+from common.language import LANGUAGES
 from common.sizes import CUT_MARK, limit_hit, text_cut
+from conversations.judges import review_note
 from conversations.turn import LIMIT_ANSWER
 
 MARK_ROOM = len(CUT_MARK.format(dropped=10**15))  # the longest marker a cut answer carries
+NOTE_GAP = "\n\n"  # between an answer and a note after it
+
+
+@functools.cache  # three languages' catalogues, read once for the process
+def note_room() -> int:
+    """The most characters the review's note takes after an answer: the gap and the note in its longest language."""
+    return max(len(NOTE_GAP + review_note(language)) for language in LANGUAGES)
 
 
 def stream_room(limit: int) -> int:
-    """The most characters of an answer's text a stream sends under an answer's ``limit``."""
-    return max(limit - MARK_ROOM, 0)
+    """The most characters of an answer's text a stream sends under an answer's ``limit``: what the stored answer
+    keeps of it whether it is cut (its marker's room) and noted (the note's) or not."""
+    return max(limit - MARK_ROOM - note_room(), 0)
 
 
 def answer_stream_bounded(emit: Emit | None, limit: int) -> Emit | None:

@@ -67,7 +67,7 @@ from common.infra import tracing
 from common.infra.bus import publish_event
 from common.sizes import limit_hit, text_cut
 from conversations import ordering
-from conversations.answer_limit import answer_cut_recorded, answer_stream_bounded
+from conversations.answer_limit import NOTE_GAP, answer_cut_recorded, answer_stream_bounded
 from conversations.backend_turn import backend_move
 from conversations.chain import (
     BACKEND_UNAVAILABLE_ANSWER,
@@ -430,9 +430,10 @@ async def supervisor_review(turn: Turn) -> None:
 
 def answer_noted(turn: Turn, note: str) -> None:
     """The answer with ``note`` after it, within ``ANSWER_MAX_CHARS``: an answer that leaves the note no room is cut
-    (its marker kept, the cut recorded as :func:`_answer_bounded` records one) so that the whole fits."""
+    (its marker kept, the cut recorded as :func:`_answer_bounded` records one) so that the whole fits. What a stream
+    sent of the answer is still its start (:func:`conversations.answer_limit.stream_room` leaves the note's room)."""
     limit = settings.ANSWER_MAX_CHARS
-    tail = f"\n\n{note}"
+    tail = NOTE_GAP + note
     whole = len(turn.answer) + len(tail)
     if whole > limit:
         turn.answer = text_cut(turn.answer, max(limit - len(tail), 0))

@@ -14,9 +14,12 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 
+from agents.models import McpTool
 from agents.offline_words import offline_words
+from common.config_version import config_version_bump
 from common.sizes import CUT_MARK
 from conversations.answer_limit import answer_stream_bounded, stream_room
+from conversations.judges import review_note
 from conversations.models import Message
 from platform.asgi import application
 from tests.hostile_schemas import json_schema_format, padded
@@ -52,43 +55,54 @@ def assert_cut_and_recorded(answer: str, metadata: dict) -> None:
     assert hit["value"] == LIMIT and hit["asked"] == len("".join(PIECES)) and hit["ran"] == len(answer)
 
 
-def test_a_streamed_answer_reaches_an_sse_client_within_the_limit(tenant_key, telecom, model):
+def sse_turn(tenant_key, session: str) -> tuple[str, dict]:
+    """The text a Server-Sent Events client was streamed, and its ``done`` event."""
+
     async def stream() -> bytes:
         response = await AsyncClient().post(
             "/api/gateway/message/stream",
-            {"agent_id": "telecom_contas", "payload": {"text": TEXT, "session_id": "sse-limit"}},
+            {"agent_id": "telecom_contas", "payload": {"text": TEXT, "session_id": session}},
             content_type="application/json",
             headers={"Authorization": f"Bearer {tenant_key.raw}"},
         )
         return b"".join([chunk async for chunk in response.streaming_content])
 
     events = sse_events(run(stream()))
-    tokens = "".join(data["text"] for name, data in events if name == "token")
-    done = events[-1][1]
-
     assert events[-1][0] == "done"
+    return "".join(data["text"] for name, data in events if name == "token"), events[-1][1]
+
+
+def test_a_streamed_answer_reaches_an_sse_client_within_the_limit(tenant_key, telecom, model):
+    tokens, done = sse_turn(tenant_key, "sse-limit")
+
     assert len(tokens) <= stream_room(LIMIT) and done["answer"].startswith(tokens)
     assert_cut_and_recorded(done["answer"], done["metadata"])
     assert stored("sse-limit").content == done["answer"]
 
 
-def test_a_streamed_answer_reaches_a_websocket_client_within_the_limit(tenant_key, telecom, model):
-    async def chat() -> list[dict]:
-        socket = WebsocketCommunicator(application, f"/ws/chat/telecom_contas/ws-limit/?key={tenant_key.raw}")
-        connected, _ = await socket.connect(timeout=5)
-        assert connected
-        try:
-            await socket.send_json_to({"text": TEXT})
-            events: list[dict] = []
-            while not events or events[-1]["type"] != "done":
-                events.append(await socket.receive_json_from(timeout=20))
-            return events
-        finally:
-            await socket.disconnect()
+async def chat_socket(tenant_key, session: str) -> list[dict]:
+    """A WebSocket client's events for :data:`TEXT`, to its ``done``."""
+    socket = WebsocketCommunicator(application, f"/ws/chat/telecom_contas/{session}/?key={tenant_key.raw}")
+    connected, _ = await socket.connect(timeout=5)
+    assert connected
+    try:
+        await socket.send_json_to({"text": TEXT, "user_id": "customer-1"})  # the rollout's stickiness
+        events: list[dict] = []
+        while not events or events[-1]["type"] != "done":
+            events.append(await socket.receive_json_from(timeout=20))
+        return events
+    finally:
+        await socket.disconnect()
 
-    events = run(chat())
-    tokens = "".join(event["text"] for event in events if event["type"] == "token")
-    done = events[-1]
+
+def socket_turn(tenant_key, session: str) -> tuple[str, dict]:
+    """The text a WebSocket client was streamed, and its ``done`` event."""
+    events = run(chat_socket(tenant_key, session))
+    return "".join(event["text"] for event in events if event["type"] == "token"), events[-1]
+
+
+def test_a_streamed_answer_reaches_a_websocket_client_within_the_limit(tenant_key, telecom, model):
+    tokens, done = socket_turn(tenant_key, "ws-limit")
 
     assert len(tokens) <= stream_room(LIMIT) and done["answer"].startswith(tokens)
     assert_cut_and_recorded(done["answer"], done["metadata"])
@@ -123,6 +137,31 @@ def test_a_streamed_response_sends_the_stored_answer_and_is_incomplete(client, m
     assert "".join(deltas) == final.output_text == stored("response-limit").content
     assert final.status == "incomplete" and "revised_answer" not in final.model_extra["x_agent_routing"]
     assert_cut_and_recorded(final.output_text, stored("response-limit").metadata)
+
+
+# --- an answer that changed something and failed the judges: it stands, with the review's note -------------------
+
+# In English to a question in Portuguese, naming none of the invoice's figures: the rule-based judge fails it.
+UNGROUNDED = ["Your invoice ", "is up to date ", "and the payment ", "was received. "] * 150
+
+
+@pytest.mark.parametrize("face", [sse_turn, socket_turn])
+def test_a_streamed_answer_that_gets_the_review_note_is_stored_as_its_client_saw_it_the_note_within_the_limit(
+    tenant_key, live_mcp, scripted_llm, face
+):
+    McpTool.objects.filter(name="consultar_fatura").update(read_only=False)  # its server says it changes things
+    config_version_bump()  # QuerySet.update bypasses the invalidation signals
+    scripted_llm.reply_tool_call("consultar_fatura", {"msisdn": "5511999999999", "invoice_id": "INV001"})
+    scripted_llm.reply_streamed(UNGROUNDED)
+    session = f"noted-{face.__name__}"
+
+    tokens, done = face(tenant_key, session)
+
+    note = review_note("pt")
+    assert done["metadata"]["review"]["action"] == "note"
+    assert tokens.startswith("Your invoice is up to date") and done["answer"].startswith(tokens)
+    assert done["answer"].endswith(f"{MARK_END}\n\n{note}") and len(done["answer"]) <= LIMIT
+    assert stored(session).content == done["answer"]  # a client reloading the conversation reads what it saw
 
 
 # --- a formatted answer: its text cut to make room for the schema's other values --------------------------------
@@ -184,7 +223,7 @@ def test_the_stream_keeps_each_answers_text_and_each_part_within_the_limit_and_s
         sent.append((event, data))
 
     async def turn() -> None:
-        bounded = answer_stream_bounded(emit, 100)
+        bounded = answer_stream_bounded(emit, 400)
         await bounded("route", {"agent": "a"})
         for _ in range(30):
             await bounded("token", {"agent": "a", "text": "0123456789"})
@@ -198,6 +237,6 @@ def test_the_stream_keeps_each_answers_text_and_each_part_within_the_limit_and_s
     second = [data["text"] for event, data in sent if event == "token" and data["agent"] == "b"]
     partial = next(data for event, data in sent if event == "partial")
     assert sent[0] == ("route", {"agent": "a"})
-    assert first == ("0123456789" * 30)[: stream_room(100)]
-    assert second == ["x" * stream_room(100)]
-    assert len(partial["answer"]) == 100 and partial["answer"].endswith(MARK_END)
+    assert first == ("0123456789" * 30)[: stream_room(400)]
+    assert second == ["x" * stream_room(400)]
+    assert len(partial["answer"]) == 400 and partial["answer"].endswith(MARK_END)
