@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import multiprocessing
@@ -324,12 +325,17 @@ KNOWLEDGE_HELP = (
     "off: the profile's knowledge setting `retrieval` set to false and published before the measurement (a profile "
     "that does not use its help centre); on: as the demo is seeded"
 )
-# The profile's knowledge setting switched off and published, through the product's own model and command.
+# The profile's knowledge setting switched off and published, through the product's own model and command; it says
+# whether it was off already (a kept database's second run).
 KNOWLEDGE_OFF = """
 from agents.models import AgentProfile
 profile = AgentProfile.objects.get(agent_id={agent_id!r})
-profile.knowledge = {{**(profile.knowledge or {{}}), "retrieval": False}}
-profile.save(update_fields=["knowledge"])
+if (profile.knowledge or {{}}).get("retrieval") is False:
+    print("knowledge: already off")
+else:
+    profile.knowledge = {{**(profile.knowledge or {{}}), "retrieval": False}}
+    profile.save(update_fields=["knowledge"])
+    print("knowledge: switched")
 """
 
 
@@ -361,17 +367,25 @@ FEATURES_OFF = """
 from agents.models import AgentProfile
 profile = AgentProfile.objects.get(agent_id={agent_id!r})
 names = {{field.name for field in AgentProfile._meta.get_fields()}}
-switched = {{name: value for name, value in {switches!r}.items() if name in names}}
-said = []
-for name, value in switched.items():
+said, already, changed = [], [], []
+for name, value in {switches!r}.items():
+    if name not in names:
+        continue
+    current = getattr(profile, name)
     if isinstance(value, dict):
-        said += [f"{{name}}.{{key}}={{item}}" for key, item in value.items()]
-        value = {{**(getattr(profile, name) or {{}}), **value}}
+        pairs = [(f"{{name}}.{{key}}={{item}}", (current or {{}}).get(key) == item) for key, item in value.items()]
+        value = {{**(current or {{}}), **value}}
     else:
-        said.append(f"{{name}}={{value}}")
-    setattr(profile, name, value)
-profile.save(update_fields=list(switched))
+        pairs = [(f"{{name}}={{value}}", current == value)]
+    said += [setting for setting, off in pairs if not off]
+    already += [setting for setting, off in pairs if off]
+    if value != current:
+        setattr(profile, name, value)
+        changed.append(name)
+if changed:
+    profile.save(update_fields=changed)
 print("switched:", ",".join(said))
+print("already off:", ",".join(already))
 """
 
 
@@ -398,24 +412,35 @@ print(f"its {{len(handovers)}} tests of a handover to a person disabled")
 """
 
 
-def features_switched_off(env: dict[str, str], agent_id: str) -> str:
-    """Every feature ``agent_id`` can switch for itself set off and published (once, and only where something was
-    switched: a tree with none of them has nothing to publish); what the run prints about it."""
-    knowledge = "knowledge: off (this tree has no knowledge to switch off)"
+def _printed(output: str, label: str) -> str:
+    """What a snippet printed after ``label`` (Django's shell may print its own lines around the snippet's)."""
+    return next((line[len(label) :].strip() for line in output.splitlines() if line.startswith(label)), "")
+
+
+def features_switched_off(env: dict[str, str], agent_id: str, manage: Callable[..., str] | None = None) -> str:
+    """Every feature ``agent_id`` can switch for itself set off, those not off already, and published when one was
+    (a kept database's second run finds them off and live: nothing to publish); what the run prints about it.
+    ``manage``: how a management command is run (default: ``manage.py`` in ``env``), its output returned."""
+    run = manage or functools.partial(_manage, env)
+    knowledge, changed = "knowledge: off (this tree has no knowledge to switch off)", False
     if (ROOT / "knowledge").is_dir():
-        _manage(env, "shell", "-c", KNOWLEDGE_OFF.format(agent_id=agent_id))
-        knowledge = f"knowledge: off (the profile {agent_id}'s retrieval set to false)"
-    shell = _manage(env, "shell", "-c", FEATURES_OFF.format(agent_id=agent_id, switches=FEATURE_SWITCHES))
-    # Django's shell may print its own lines (the objects it imported) around the snippet's
-    switched = next((line[9:].strip() for line in shell.splitlines() if line.startswith("switched:")), "")
-    if not (ROOT / "knowledge").is_dir() and not switched:
+        changed = _printed(run("shell", "-c", KNOWLEDGE_OFF.format(agent_id=agent_id)), "knowledge:") == "switched"
+        knowledge = f"knowledge: off (the profile {agent_id}'s retrieval {'set to' if changed else 'already'} false)"
+    shell = run("shell", "-c", FEATURES_OFF.format(agent_id=agent_id, switches=FEATURE_SWITCHES))
+    switched, already = _printed(shell, "switched:"), _printed(shell, "already off:")
+    if not (ROOT / "knowledge").is_dir() and not switched and not already:
         return f"features: off ({knowledge}; no other switch in this tree)"
+    said = [f"{switched} switched" if switched else "", f"{already} already off" if already else ""]
+    if not switched and not already:
+        said.append("no other switch in this tree")
     if "escalation.enabled=False" in switched.split(","):
-        switched += (
-            "; " + _manage(env, "shell", "-c", HANDOVER_TESTS_OFF.format(agent_id=agent_id)).strip().splitlines()[-1]
-        )
-    _manage(env, "routing_publish", "--profile", agent_id, "--note", "bench: features off")
-    return f"features: off ({knowledge}; {switched or 'no other switch in this tree'}; published)"
+        said.append(run("shell", "-c", HANDOVER_TESTS_OFF.format(agent_id=agent_id)).strip().splitlines()[-1])
+    if changed or switched:
+        run("routing_publish", "--profile", agent_id, "--note", "bench: features off")
+        said.append("published")
+    else:
+        said.append("nothing switched, nothing published")
+    return f"features: off ({knowledge}; {'; '.join(part for part in said if part)})"
 
 
 def switched_off(env: dict[str, str], agent_id: str, args: argparse.Namespace) -> str:

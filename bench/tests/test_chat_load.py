@@ -90,7 +90,7 @@ def test_the_load_generators_client_keeps_its_connection_reads_both_framings_and
 
 def test_features_off_switches_people_in_the_loop_off_and_keeps_the_profiles_other_escalation_settings(telecom):
     from agents.models import AgentProfile
-    from bench.chat_load import FEATURE_SWITCHES, FEATURES_OFF
+    from bench.chat_load import FEATURE_SWITCHES, FEATURES_OFF, _printed
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -99,7 +99,41 @@ def test_features_off_switches_people_in_the_loop_off_and_keeps_the_profiles_oth
     profile = AgentProfile.objects.get(pk=telecom.pk)
     assert profile.escalation == {**telecom.escalation, "enabled": False}
     assert (profile.examples_keyword_check, profile.summarise_conversations) == (1.0, False)
-    assert "escalation.enabled=False" in printed.getvalue().strip().split(",")
+    assert "escalation.enabled=False" in _printed(printed.getvalue(), "switched:").split(",")
+
+
+def manage_in_process(*args: str) -> str:
+    """A management command run in this process, on the test's database: what it printed."""
+    from django.core.management import call_command
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):  # shell -c prints with print()
+        call_command(*args, stdout=printed)
+    return printed.getvalue()
+
+
+def test_features_off_twice_on_one_database_publishes_once_and_again_only_what_was_switched_back_on(telecom):
+    from agents.models import AgentProfile
+    from bench.chat_load import features_switched_off
+    from routing.models import RoutingVersion
+
+    def versions() -> int:
+        return RoutingVersion.objects.filter(profile=telecom).count()
+
+    first = features_switched_off({}, telecom.agent_id, manage_in_process)
+    after_first = versions()
+    second = features_switched_off({}, telecom.agent_id, manage_in_process)  # a kept database's second run
+    after_second = versions()
+    AgentProfile.objects.filter(pk=telecom.pk).update(summarise_conversations=True)  # switched on again, and live
+    manage_in_process("routing_publish", "--profile", telecom.agent_id, "--note", "summaries on")
+    third = features_switched_off({}, telecom.agent_id, manage_in_process)
+
+    assert "escalation.enabled=False" in first and first.endswith("; published)") and after_first >= 1
+    assert second.endswith("already off; nothing switched, nothing published)") and "retrieval already false" in second
+    assert "escalation.enabled=False" in second and after_second == after_first
+    assert "summarise_conversations=False switched" in third and third.endswith("; published)")
+    assert versions() == after_first + 2
+    assert "escalation.enabled=False" in third.split(" switched")[1]  # already off, not switched again
 
 
 def test_with_people_off_only_the_profiles_tests_of_a_handover_to_a_person_are_set_aside(telecom):
