@@ -23,6 +23,7 @@ timeout into a graceful answer. The router's classifier step is built on them in
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import logging
@@ -829,6 +830,11 @@ class KeyMissingChatModel(BaseChatModel):
         raise self._error()
 
 
+# One missing-key model a (variable, refused), as _chat_model keeps one client a configuration: what keeps a model by
+# its id (conversations.runtime's tools bound to it) finds it again at the next call, not a new one each time.
+key_missing_model = functools.lru_cache(maxsize=256)(KeyMissingChatModel)
+
+
 class OpenAICompatibleModel(ModelProvider):
     """An OpenAI-compatible endpoint; the answering one by default, the routing one with ``for_routing``."""
 
@@ -868,9 +874,9 @@ class OpenAICompatibleModel(ModelProvider):
                     "it is not read, and the model call fails",
                     variable,
                 )
-                return KeyMissingChatModel(variable=variable, refused=True)
+                return key_missing_model(variable=variable, refused=True)
             logger.warning("The model key variable %s is not set: the model call fails", variable)
-            return KeyMissingChatModel(variable=variable)
+            return key_missing_model(variable=variable)
         return _chat_model(
             self.profile.llm_base_url or settings.OPENAI_BASE_URL,
             key,

@@ -105,6 +105,25 @@ def test_a_missing_key_variable_gives_the_error_answer_a_warning_naming_it_and_a
     assert model_key_variables_check(None, databases=["default"]) == []
 
 
+def test_a_missing_key_variables_messages_leave_one_entry_in_the_bound_tools_map_however_many_they_are(
+    api, retail, own_server, monkeypatch, settings
+):
+    from conversations import runtime
+
+    settings.OPENAI_BASE_URL = ""
+    monkeypatch.delenv(KEY_VARIABLE, raising=False)
+    on_own_endpoint(retail, own_server)
+    monkeypatch.setattr(runtime, "_bound_tools", {})
+
+    entries = []
+    for n in range(12):
+        body = say(api, "Oi", agent_id="retail_loja", session=f"s-missing-{n}")
+        entries.append(len(runtime._bound_tools))
+
+    assert body["answer"] == say_in(body["metadata"]["language"], ERROR_ANSWER) and own_server.requests == []
+    assert entries == [1] * 12  # the model that stands for the missing key is one: its binding is found again
+
+
 def test_a_served_version_reading_a_key_variable_that_is_not_set_is_warned_of_until_the_edit_is_published(
     retail, own_server, monkeypatch
 ):
