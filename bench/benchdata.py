@@ -211,11 +211,14 @@ RATED_UP = 0.85  # an answer that helped (quality 0): rated up this often; each 
 RATING_COMMENTS = ("Não resolveu meu problema.", "Resposta confusa.", "Demorou muito.")
 
 # People in the loop (docs/desk.md). A customer asks for a person now and then — more often after an answer that did
-# not help — in Portuguese, English or Spanish; the profiles' own rules (agents/escalation.py) hand over the rest.
+# not help — in a language its profile serves; the profiles' own rules (agents/escalation.py) hand over the rest.
 # Then the desk: a wait in line (the customer may write meanwhile, or give up and be closed with the queue), a person
 # who takes it, replies, notes, a transfer to another team now and then, and the hand-back.
 HUMAN_ASK = {"first": 0.008, "later": 0.004, "after_miss": 0.05}  # per message: at the start, later, after a miss
-LANGUAGE_WEIGHTS = {"pt": 0.8, "en": 0.1, "es": 0.1}
+# The languages of a profile's customers: its own (what its texts are written in) this often, those of its
+# translations the rest alike, in this order after it (the demo's: pt 0.8, en 0.1, es 0.1).
+OWN_LANGUAGE_SHARE = 0.8
+LANGUAGE_ORDER = ("pt", "en", "es")
 HUMAN_REQUESTS = {
     "pt": ("Quero falar com um atendente", "Quero falar com uma pessoa, por favor", "Posso falar com um humano?"),
     "en": ("I want to talk to a real person please", "Can I speak to a human?"),
@@ -470,6 +473,25 @@ class GenerateReport:
 
 def _when(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, tz=UTC)
+
+
+def customer_languages(spec: ProfileSpec) -> dict[str, float]:
+    """The languages ``spec``'s customers write in, weighted: the profile's own, and those it has translations in
+    (what it serves: ``language`` and ``translations``, as conversations.language and common.translations read them)."""
+    others = [code for code in LANGUAGE_ORDER if code != spec.language and spec.translations.get(code)]
+    if not others:
+        return {spec.language: 1.0}
+    share = round((1 - OWN_LANGUAGE_SHARE) / len(others), 9)  # 0.1, not 0.09999999999999998: the demo's draws kept
+    return {spec.language: OWN_LANGUAGE_SHARE, **dict.fromkeys(others, share)}
+
+
+def _turn_language(live: _Live, text: str) -> tuple[str, str]:
+    """The language of the customer's message ``text`` and the one the conversation keeps after it, decided as the
+    graph decides them (conversations.language): the kept one, the message, the customer's earlier messages, then the
+    profile's own."""
+    earlier = [said for role, said in reversed(live.history) if role == "user"]
+    own = live.catalogue.spec.language
+    return language_decide(kept=live.language, channel="", text=text, earlier=earlier, own=own)
 
 
 def _pick(rng: random.Random, weighted: dict[str, float]) -> str:
@@ -881,9 +903,9 @@ class Simulator:
         if turn.escalation is None:
             self._rules(live, turn, state)
         live.missed = turn.quality >= 0.15
+        _, live.language = _turn_language(live, turn.text)
         live.history += (("user", turn.text), ("assistant", turn.answer))
         del live.history[:-HISTORY_KEPT]
-        _, live.language = language_decide(kept=live.language, channel="", text=turn.text)
         return turn
 
     # -- people in the loop --------------------------------------------------------------
@@ -894,7 +916,7 @@ class Simulator:
         rng = self.rng
         chance = HUMAN_ASK["first" if first else ("after_miss" if live.missed else "later")]
         if rng.random() < chance:
-            language = _pick(rng, LANGUAGE_WEIGHTS)
+            language = _pick(rng, customer_languages(live.catalogue.spec))
             return self._talked(live, rng.choice(HUMAN_REQUESTS[language]))
         if last and not first and not live.state and rng.random() < CLOSING_SHARE:
             return self._talked(live, rng.choice(CLOSINGS))
@@ -952,7 +974,7 @@ class Simulator:
         for the person, in the customer's language), the ``human`` move, the answer telling the customer their place."""
         spec = live.catalogue.spec
         kept = ask.reason in ANSWER_KEPT and bool(turn.answer.strip())
-        language = language_of(detect_language(turn.text))
+        language = language_of(_turn_language(live, turn.text)[0])  # the turn's, as the graph's escalation node
         intent = turn.decision.intent or live.active_intent
         escalation = escalation_new(
             conversation_id=live.local_id,
@@ -1695,7 +1717,7 @@ class Simulator:
                     "mcp_tools": list(offered),
                 }
                 # The platform's own question, in the customer's language, as the graph asks it.
-                language, _ = language_decide(kept=live.language, channel="", text=turn.text)
+                language, _ = _turn_language(live, turn.text)
                 turn.answer = permission_question(spec, snapshot.current().tools[tool], language)
                 return
             status = _threshold(rng.random(), TOOL_STATUSES, ToolCallStatus.OK)
