@@ -11,6 +11,7 @@ from agents.checks import model_key_variables_check
 from agents.llm import ERROR_ANSWER
 from agents.models import AgentProfile
 from common.i18n import say as say_in
+from conversations import runtime
 from releases.checks import rolled_out_model_key_variables_check
 from releases.models import RolloutPlan, RolloutPlanStatus
 from releases.versions import version_publish
@@ -108,8 +109,6 @@ def test_a_missing_key_variable_gives_the_error_answer_a_warning_naming_it_and_a
 def test_a_missing_key_variables_messages_leave_one_entry_in_the_bound_tools_map_however_many_they_are(
     api, retail, own_server, monkeypatch, settings
 ):
-    from conversations import runtime
-
     settings.OPENAI_BASE_URL = ""
     monkeypatch.delenv(KEY_VARIABLE, raising=False)
     on_own_endpoint(retail, own_server)
