@@ -109,6 +109,7 @@ PASSAGES_QUOTED_KEPT = 128
 # A turn reads its message's words five times (the search, the relevance bar, the two quotes): those of this many
 # questions are kept (about 1 MiB at most).
 QUESTIONS_READ_KEPT = 1024
+WORDS_KEYED_KEPT = 100_000  # words whose first letters and marked stems a process keeps (as agents.stems keeps stems)
 
 
 @dataclass(frozen=True)
@@ -186,15 +187,24 @@ def stems_of(text: str) -> set[str]:
     return {word[:STEM_CHARS] for word in words} | stems | set(marks_of(text))
 
 
-def _found(word: str, stems: AbstractSet[str]) -> bool:
+@lru_cache(maxsize=WORDS_KEYED_KEPT)
+def _keys(word: str) -> tuple[str, frozenset[str]]:
+    """What a text's stems (:func:`stems_of`) hold when they hold ``word`` (of four letters or more): its first
+    :data:`STEM_CHARS` letters, and its Snowball stems behind :data:`STEM_MARK`. Worked out once a word, not at every
+    passage and synonym a question is held against."""
+    return word[:STEM_CHARS], frozenset(STEM_MARK + stem for stem in word_stems(word))
+
+
+def holds(word: str, stems: AbstractSet[str]) -> bool:
     """``word`` is among ``stems``: the same first :data:`STEM_CHARS` letters ("senha", "senhas"), or for a shorter
     word, the start of one ("take", "takes"), or a Snowball stem in common ("billing", "bill"); a name or a code
     (:func:`marks_of`, under four characters) the same."""
     if len(word) < 4:
         return word in stems
+    prefix, marked = _keys(word)
     return (
-        word[:STEM_CHARS] in stems
-        or any(STEM_MARK + stem in stems for stem in word_stems(word))
+        prefix in stems
+        or not marked.isdisjoint(stems)
         or (len(word) < STEM_CHARS and any(stem.startswith(word) for stem in stems))
     )
 
@@ -207,7 +217,7 @@ def words_held(question: str, text: str) -> tuple[int, int]:
 
 def held_in(asked: list[str], stems: AbstractSet[str]) -> int:
     """How many of the words ``asked`` (:func:`asked_words`) a text of ``stems`` (:func:`stems_of`) holds."""
-    return sum(_found(word, stems) for word in asked)
+    return sum(holds(word, stems) for word in asked)
 
 
 def weight_of(words: Iterable[str]) -> float:
@@ -230,7 +240,7 @@ def coverage(question: str, text: str) -> float:
     much of what is asked a passage speaks of, the same on every engine (0 for a question with none)."""
     asked = asked_words(question)
     stems = stems_of(text)
-    return held_share([word for word in asked if _found(word, stems)], asked)
+    return held_share([word for word in asked if holds(word, stems)], asked)
 
 
 def general_question(text: str) -> bool:
@@ -388,7 +398,7 @@ def relevant_sentences(passage: str, question: str, *, limit: int = MAX_SENTENCE
     (:func:`asked_words`), in the passage's order, at most ``limit``; the passage's first sentence when none does."""
     read = _sentences_read(passage)
     asked = _asked(question)
-    shared = [sentence for sentence, stems in read if any(_found(word, stems) for word in asked)]
+    shared = [sentence for sentence, stems in read if any(holds(word, stems) for word in asked)]
     return (shared or [sentence for sentence, _ in read[:1]])[:limit]
 
 

@@ -1,7 +1,7 @@
 """How a question reads the synonyms of the sources searched (:mod:`knowledge.synonyms`): pure text, no ORM.
 
 A question **holds a term** when it holds each of the term's words (the relevance bar's comparison: case and accents
-aside, alike on their first letters or a Snowball stem, :func:`agents.passages.held_in`). Its words that a held term
+aside, alike on their first letters or a Snowball stem, :func:`agents.passages.holds`). Its words that a held term
 covers then count, in the relevance bar, as held by a passage holding any other term of the group
 (:func:`words_held_with`), and the search looks for the group's other terms too (:func:`expanded`): "biquini tem
 troca?" is read with "moda praia" and "maiô".
@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 
-from agents.public import content_words, held_in, stems_of
+from agents.public import content_words, holds, stems_of
 from common.text import normalize
 from knowledge.synonyms import Group
 
@@ -48,7 +48,7 @@ def _term_stems(term: str) -> frozenset[str]:
 
 def _holds(term: str, stems: AbstractSet[str]) -> bool:
     words = _term_words(term)
-    return bool(words) and held_in(list(words), stems) == len(words)
+    return bool(words) and all(holds(word, stems) for word in words)
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def _read(asked: tuple[str, ...], question: str, groups: tuple[Group, ...]) -> R
         held = [term for term in group if _holds(term, stems)]
         if not held:
             continue
-        covered = {word for term in held for word in asked if held_in([word], _term_stems(term))}
+        covered = {word for term in held for word in asked if holds(word, _term_stems(term))}
         others = [term for term in group if term not in held]
         for word in covered:
             alternatives.setdefault(word, []).extend(_term_words(term) for term in others)
@@ -98,11 +98,12 @@ def expanded(question: str, reading: Reading) -> str:
 
 
 def words_held_with(asked: Sequence[str], stems: AbstractSet[str], reading: Reading) -> list[str]:
-    """The words of ``asked`` a text of ``stems`` holds (:func:`agents.passages.held_in`), in order, a word counting
+    """The words of ``asked`` a text of ``stems`` holds (:func:`agents.passages.holds`), in order, a word counting
     as held when the text holds another term of a group one of the question's terms covering it is in."""
+    alternatives = reading.alternatives
     return [
         word
         for word in asked
-        if held_in([word], stems)
-        or any(held_in(list(words), stems) == len(words) for words in reading.alternatives.get(word, ()))
+        if holds(word, stems)
+        or any(all(holds(other, stems) for other in words) for words in alternatives.get(word, ()))
     ]
