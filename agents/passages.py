@@ -234,6 +234,24 @@ def held_share(held: Iterable[str], asked: Sequence[str]) -> float:
     return min(1.0, weight_of(held) / whole) if whole else 0.0
 
 
+class HeldShare:
+    """:func:`held_share` for one question's words ``asked``, each weighed once (:func:`weight_of`) for every text it
+    is held against (a search holds it against tens of passages), the same share to the last bit."""
+
+    __slots__ = ("_weights", "_whole")
+
+    def __init__(self, asked: Sequence[str]) -> None:
+        self._weights = {word: word_weight(word) for word in asked}
+        self._whole = sum(self._weights[word] for word in asked)  # weight_of(asked), in its order
+
+    def __call__(self, held: Iterable[str]) -> float:
+        """The share the words ``held`` (of ``asked``) weigh, in [0, 1] (0 for a question with no word)."""
+        if not self._whole:
+            return 0.0
+        weights = self._weights
+        return min(1.0, sum(weights[word] if word in weights else word_weight(word) for word in held) / self._whole)
+
+
 def coverage(question: str, text: str) -> float:
     """The share of ``question``'s words the bar counts (:func:`asked_words`: its content words, names and codes)
     that ``text`` holds, each weighed by how little general language uses it (:func:`held_share`), in [0, 1]: how

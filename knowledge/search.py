@@ -46,7 +46,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Count, Exists, Q, Sum
 
-from agents.public import STEM_CHARS, asked_words, content_words, held_share, word_stems
+from agents.public import STEM_CHARS, HeldShare, asked_words, content_words, word_stems
 from common.config_version import config_version, local_generation
 from common.text import fold
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
@@ -564,11 +564,15 @@ def by_words_held(
     if not asked:
         return rows
     whole = len(asked) + 1
+    share = HeldShare(asked)
+    in_titles: dict[int, float] = {}  # by document: the passages found are often several of one
     scored = []
     for index, row in enumerate(rows):
-        held = len(asked) * held_share(words_held_with(asked, passage_words(row[3], row[5]), reading), asked)
-        title = (about or {}).get(row[2], ("",))[0]
-        in_title = len(asked) * held_share(words_held_with(asked, passage_words("", title), reading), asked)
+        held = len(asked) * share(words_held_with(asked, passage_words(row[3], row[5]), reading))
+        in_title = in_titles.get(row[2])
+        if in_title is None:
+            title = (about or {}).get(row[2], ("",))[0]
+            in_title = in_titles[row[2]] = len(asked) * share(words_held_with(asked, passage_words("", title), reading))
         scored.append(((held + (in_title + row[1]) / whole) / whole, index, row))
     scored.sort(key=lambda item: (-item[0], item[1]))
     return [(row[0], round(value, 6), *row[2:]) for value, _, row in scored]

@@ -312,3 +312,15 @@ def test_a_question_held_against_many_texts_looks_up_each_of_its_words_stems_onc
 
     assert counts == [0] * len(texts)  # no text holds them: every way of holding a word was tried at each
     assert sorted(looked) == sorted(asked)  # its stems looked up once a word, not once a word and a text
+
+
+def test_a_questions_share_held_weighed_once_is_the_share_weighed_at_each_text_to_the_last_bit():
+    from agents.passages import HeldShare, held_share
+
+    questions = ["Quanto custa a segunda via da fatura pelo aplicativo?", "How long does express delivery take?"]
+    for question in [*questions, "ok?"]:
+        asked = asked_words(question)
+        share = HeldShare(asked)
+        for text in [*sentences_of(PASSAGE), "A segunda via sai no aplicativo.", "Fatura fatura custa"]:
+            held = [word for word in asked if words_held(word, text)[0]]
+            assert share(held) == held_share(held, asked), (question, text)

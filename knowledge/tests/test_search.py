@@ -386,3 +386,41 @@ def test_a_question_with_only_common_words_keeps_the_engines_order_and_scores(th
 
     assert all(0 <= hit.score < 1 for hit in hits)
     assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+
+
+def test_re_ranking_by_the_words_held_weighs_the_questions_words_once_and_reads_each_documents_title_once(
+    monkeypatch,
+):
+    import agents.passages
+    from agents.passages import asked_words, held_share
+    from knowledge.synonym_reading import NOTHING, passage_words, words_held_with
+
+    def share(heading: str, text: str) -> float:  # as each passage and title was weighed, the question each time
+        return len(asked) * held_share(words_held_with(asked, passage_words(heading, text), NOTHING), asked)
+
+    asked = asked_words("Como pedir a segunda via da fatura pelo aplicativo?")
+    texts = ["A segunda via sai no aplicativo.", "A fatura chega por e-mail.", "Pagamentos em atraso têm multa."]
+    rows = [(pk, 0.5 - pk / 100, 1 + pk % 2, "Ajuda › Fatura", pk, texts[pk % 3]) for pk in range(10)]
+    about = {1: ("Segunda via da fatura",), 2: ("Pagamentos",)}
+    whole = len(asked) + 1
+    scored = [
+        ((share(row[3], row[5]) + (share("", about[row[2]][0]) + row[1]) / whole) / whole, index, row)
+        for index, row in enumerate(rows)
+    ]
+    expected = [(row[0], round(value, 6), *row[2:]) for value, _, row in sorted(scored, key=lambda e: (-e[0], e[1]))]
+    weighed: list[str] = []
+    word_weight = agents.passages.word_weight
+    monkeypatch.setattr(agents.passages, "word_weight", lambda word: weighed.append(word) or word_weight(word))
+    titles: list[str] = []
+
+    def read(heading: str, text: str) -> frozenset[str]:
+        titles.extend([] if heading else [text])
+        return passage_words(heading, text)
+
+    monkeypatch.setattr(search, "passage_words", read)
+
+    ranked = search.by_words_held(rows, asked, NOTHING, about)
+
+    assert ranked == expected  # the same scores to the last bit
+    assert sorted(weighed) == sorted(asked)  # once a word, not once a word and a passage
+    assert sorted(titles) == ["Pagamentos", "Segunda via da fatura"]  # once a document, not once a passage
