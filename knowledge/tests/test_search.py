@@ -147,6 +147,35 @@ def test_the_postgresql_search_filters_on_full_text_alone_and_the_trigram_only_r
     assert sum("word_similarity" in line for line in plan) >= 1  # it re-ranks the candidates
 
 
+def test_the_postgresql_ranking_binds_only_the_customers_words_and_writes_its_ids_and_limits_into_the_statement(
+    three_languages, profile
+):
+    """The client-side binding quotes each parameter into the statement in Python, a list element by element: the
+    ranking's weights, limits and document ids are the search's own numbers, written in once."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's ranking")
+    question = "How do I reset my password? it's '5 %' off"
+    executed: list[tuple[str, list[object]]] = []
+
+    def seen(execute, sql, params, many, context):
+        executed.append((sql, list(params or [])))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(seen):
+        hits = knowledge_search(profile=profile, query=question, language="en")
+        every = knowledge_search(profile=profile, query=question)
+    rankings = [(sql, params) for sql, params in executed if "ts_rank" in sql]
+
+    assert hits[0].heading == every[0].heading == "Help centre › Passwords"
+    assert len(rankings) == 2
+    for sql, params in rankings:
+        configs = sql.count("to_tsquery(")
+        assert params == [question, *[params[1]] * (configs // 2), *[params[-1]] * (configs // 2)]
+        assert all(isinstance(param, str) for param in params) and question not in sql
+        assert "::int8[]" in sql and "LIMIT %s" not in sql
+    assert rankings[0][0].count("to_tsquery(") == 2 and rankings[1][0].count("to_tsquery(") == 8  # one, every language
+
+
 def test_an_unaccented_word_finds_the_accented_one_on_postgresql(three_languages, profile):
     if connection.vendor != "postgresql":
         pytest.skip("SQLite's FTS5 folds accents itself")
