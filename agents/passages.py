@@ -187,6 +187,13 @@ def stems_of(text: str) -> set[str]:
     return {word[:STEM_CHARS] for word in words} | stems | set(marks_of(text))
 
 
+def word_keys(word: str) -> frozenset[str]:
+    """The entries of a text's stems (:func:`stems_of`) any of which holds ``word`` (of :data:`STEM_CHARS` letters or
+    more; a shorter one is held by the start of any, :func:`holds`): its first letters and its marked stems."""
+    prefix, marked = _keys(word)
+    return marked | {prefix}
+
+
 @lru_cache(maxsize=WORDS_KEYED_KEPT)
 def _keys(word: str) -> tuple[str, frozenset[str]]:
     """What a text's stems (:func:`stems_of`) hold when they hold ``word`` (of four letters or more): its first

@@ -82,6 +82,7 @@ from agents.passages import (
     passages_note,
     relevant_sentences,
     stems_of,
+    word_keys,
     words_held,
 )
 from agents.permission_notes import declined_tool, permission_note
@@ -258,6 +259,7 @@ __all__ = [
     "validate_tags",
     "validate_team_name",
     "validate_tool_args_schema",
+    "word_keys",
     "word_stems",
     "words_held",
     "yaml_exported",
