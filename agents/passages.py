@@ -109,6 +109,7 @@ PASSAGES_QUOTED_KEPT = 128
 # A turn reads its message's words five times (the search, the relevance bar, the two quotes): those of this many
 # questions are kept (about 1 MiB at most).
 QUESTIONS_READ_KEPT = 1024
+WORDS_KEYED_KEPT = 100_000  # words whose first letters and marked stems a process keeps (as agents.stems keeps stems)
 
 
 @dataclass(frozen=True)
@@ -186,15 +187,31 @@ def stems_of(text: str) -> set[str]:
     return {word[:STEM_CHARS] for word in words} | stems | set(marks_of(text))
 
 
-def _found(word: str, stems: AbstractSet[str]) -> bool:
+def word_keys(word: str) -> frozenset[str]:
+    """The entries of a text's stems (:func:`stems_of`) any of which holds ``word`` (of :data:`STEM_CHARS` letters or
+    more; a shorter one is held by the start of any, :func:`holds`): its first letters and its marked stems."""
+    prefix, marked = _keys(word)
+    return marked | {prefix}
+
+
+@lru_cache(maxsize=WORDS_KEYED_KEPT)
+def _keys(word: str) -> tuple[str, frozenset[str]]:
+    """What a text's stems (:func:`stems_of`) hold when they hold ``word`` (of four letters or more): its first
+    :data:`STEM_CHARS` letters, and its Snowball stems behind :data:`STEM_MARK`. Worked out once a word, not at every
+    passage and synonym a question is held against."""
+    return word[:STEM_CHARS], frozenset(STEM_MARK + stem for stem in word_stems(word))
+
+
+def holds(word: str, stems: AbstractSet[str]) -> bool:
     """``word`` is among ``stems``: the same first :data:`STEM_CHARS` letters ("senha", "senhas"), or for a shorter
     word, the start of one ("take", "takes"), or a Snowball stem in common ("billing", "bill"); a name or a code
     (:func:`marks_of`, under four characters) the same."""
     if len(word) < 4:
         return word in stems
+    prefix, marked = _keys(word)
     return (
-        word[:STEM_CHARS] in stems
-        or any(STEM_MARK + stem in stems for stem in word_stems(word))
+        prefix in stems
+        or not marked.isdisjoint(stems)
         or (len(word) < STEM_CHARS and any(stem.startswith(word) for stem in stems))
     )
 
@@ -207,7 +224,7 @@ def words_held(question: str, text: str) -> tuple[int, int]:
 
 def held_in(asked: list[str], stems: AbstractSet[str]) -> int:
     """How many of the words ``asked`` (:func:`asked_words`) a text of ``stems`` (:func:`stems_of`) holds."""
-    return sum(_found(word, stems) for word in asked)
+    return sum(holds(word, stems) for word in asked)
 
 
 def weight_of(words: Iterable[str]) -> float:
@@ -224,13 +241,31 @@ def held_share(held: Iterable[str], asked: Sequence[str]) -> float:
     return min(1.0, weight_of(held) / whole) if whole else 0.0
 
 
+class HeldShare:
+    """:func:`held_share` for one question's words ``asked``, each weighed once (:func:`weight_of`) for every text it
+    is held against (a search holds it against tens of passages), the same share to the last bit."""
+
+    __slots__ = ("_weights", "_whole")
+
+    def __init__(self, asked: Sequence[str]) -> None:
+        self._weights = {word: word_weight(word) for word in asked}
+        self._whole = sum(self._weights[word] for word in asked)  # weight_of(asked), in its order
+
+    def __call__(self, held: Iterable[str]) -> float:
+        """The share the words ``held`` (of ``asked``) weigh, in [0, 1] (0 for a question with no word)."""
+        if not self._whole:
+            return 0.0
+        weights = self._weights
+        return min(1.0, sum(weights[word] if word in weights else word_weight(word) for word in held) / self._whole)
+
+
 def coverage(question: str, text: str) -> float:
     """The share of ``question``'s words the bar counts (:func:`asked_words`: its content words, names and codes)
     that ``text`` holds, each weighed by how little general language uses it (:func:`held_share`), in [0, 1]: how
     much of what is asked a passage speaks of, the same on every engine (0 for a question with none)."""
     asked = asked_words(question)
     stems = stems_of(text)
-    return held_share([word for word in asked if _found(word, stems)], asked)
+    return held_share([word for word in asked if holds(word, stems)], asked)
 
 
 def general_question(text: str) -> bool:
@@ -388,7 +423,7 @@ def relevant_sentences(passage: str, question: str, *, limit: int = MAX_SENTENCE
     (:func:`asked_words`), in the passage's order, at most ``limit``; the passage's first sentence when none does."""
     read = _sentences_read(passage)
     asked = _asked(question)
-    shared = [sentence for sentence, stems in read if any(_found(word, stems) for word in asked)]
+    shared = [sentence for sentence, stems in read if any(holds(word, stems) for word in asked)]
     return (shared or [sentence for sentence, _ in read[:1]])[:limit]
 
 

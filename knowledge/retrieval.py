@@ -17,7 +17,7 @@ from typing import Any
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.translation import get_language
 
-from agents.public import MIN_WORDS_HELD, asked_words, held_share
+from agents.public import MIN_WORDS_HELD, HeldShare, asked_words
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search, synonym_groups
 from knowledge.synonym_reading import NOTHING, Reading, passage_words, question_read, words_held_with
@@ -74,9 +74,10 @@ def _considered(hits: Iterable[Hit], asked: list[str], reading: Reading = NOTHIN
     """The passages ``hits`` with their relevance to a question whose words the bar counts are ``asked``
     (:func:`agents.passages.asked_words`, read once a search)."""
     out = []
+    share = HeldShare(asked)
     for hit in hits:
         held = words_held_with(asked, passage_words(hit.heading, hit.text), reading) if asked else []
-        out.append(Considered(hit, round(held_share(held, asked), 6), len(held), len(asked)))
+        out.append(Considered(hit, round(share(held), 6), len(held), len(asked)))
     return out
 
 

@@ -40,13 +40,13 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Count, Exists, Q, Sum
 
-from agents.public import STEM_CHARS, asked_words, content_words, held_share, word_stems
+from agents.public import STEM_CHARS, HeldShare, asked_words, content_words, word_stems
 from common.config_version import config_version, local_generation
 from common.text import fold
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
@@ -173,6 +173,11 @@ class Scope:
     tenants_kept: bool = True  # a tenant of the profile has a source of its own: each tenant's scope is its own
     stamps: tuple[Stamp, ...] = ()  # each document's pk, SHA-256 and embeddings model, for the vectors' matrix
     synonyms: Mapping[str, Any] = field(default_factory=dict)  # the current synonyms of its sources, by name
+
+    @cached_property
+    def documents_sql(self) -> str:
+        """:attr:`documents` as an SQL literal (PostgreSQL's bigint array), written once a scope kept."""
+        return _ids(self.documents)
 
     def groups(self, synonyms: Held | None) -> tuple[Group, ...]:
         """The synonym groups of its sources: ``synonyms``' (a version's, by source name), else the current ones."""
@@ -421,11 +426,27 @@ def _ranked_by_own_words(plan: Plan, query: str, terms: list[Term]) -> Plan:
 
 
 def _tsquery(words: Iterable[str], configs: list[str], joiner: str = " | ") -> tuple[str, list[str]]:
-    """SQL for the OR, over ``configs``, of ``to_tsquery(config, words joined by joiner)``, and its parameters. The
-    words are ``\\w+`` runs (or ``&``/``|`` groups of them): nothing to escape in tsquery syntax inside quotes."""
+    """SQL for the OR, over ``configs``, of ``to_tsquery(config, words joined by joiner)``, and its parameters (the
+    words: the configurations are this module's own names, written into the SQL). The words are ``\\w+`` runs (or
+    ``&``/``|`` groups of them): nothing to escape in tsquery syntax inside quotes."""
     raw = joiner.join(words)
-    sql = " || ".join("to_tsquery(%s::regconfig, %s)" for _ in configs)
-    return f"({sql})", [value for config in configs for value in (config, raw)]
+    sql = " || ".join(f"to_tsquery('{_config(config)}'::regconfig, %s)" for config in configs)
+    return f"({sql})", [raw for _ in configs]
+
+
+def _config(name: str) -> str:
+    """``name``, one of :func:`search_configs`' (written into SQL as it is)."""
+    if name not in _CONFIG_NAMES:
+        raise ValueError(f"not a text search configuration of the knowledge search: {name!r}")
+    return name
+
+
+_CONFIG_NAMES = frozenset({*CONFIGS.values(), "simple"})
+
+
+def _ids(values: Iterable[int]) -> str:
+    """An SQL literal of the bigint array of ``values`` (integers: nothing to escape)."""
+    return "'{" + ",".join(str(int(value)) for value in values) + "}'::int8[]"
 
 
 # The passages a ranking query returns: id, score, document, heading, position, text.
@@ -441,15 +462,18 @@ def _postgres(plan: Plan, query: str, scope: Scope, language: str | None, limit:
     rank_sql, rank_params = _tsquery([f"'{word}'" for word in plan.ranked], configs)
     whole = language is None and scope.passages > LARGE_SCOPE
     in_documents = "(document_id + 0)" if whole else "document_id"  # + 0: no index serves it
+    # Only the customer's words are parameters: the weights, limits and document ids (integers) are written into the
+    # statement, which the client-side binding would have quoted into it one by one, a list's every element too.
     sql = (
-        "SELECT id, rank + %s * word_similarity(%s, text) AS score, document_id, heading, position, text FROM ("  # noqa: S608
+        f"SELECT id, rank + {float(TRIGRAM_WEIGHT)!r} * word_similarity(%s, text) AS score, "  # noqa: S608
+        "document_id, heading, position, text FROM ("
         f"SELECT id, document_id, heading, position, text, ts_rank(search_vector, {rank_sql}, 32) AS rank FROM ("
-        f"SELECT * FROM {PASSAGE_TABLE} WHERE search_vector @@ {filter_sql} AND {in_documents} = ANY(%s) LIMIT %s"
-        ") AS matched ORDER BY rank DESC, id LIMIT %s"
-        ") AS candidates ORDER BY score DESC, id LIMIT %s"
+        f"SELECT * FROM {PASSAGE_TABLE} WHERE search_vector @@ {filter_sql} "
+        f"AND {in_documents} = ANY({scope.documents_sql}) LIMIT {int(CANDIDATE_LIMIT)}"
+        f") AS matched ORDER BY rank DESC, id LIMIT {int(max(limit, RERANK))}"
+        f") AS candidates ORDER BY score DESC, id LIMIT {int(limit)}"
     )
-    params = [TRIGRAM_WEIGHT, query, *rank_params, *filter_params, scope.documents, CANDIDATE_LIMIT]
-    params += [max(limit, RERANK), limit]
+    params = [query, *rank_params, *filter_params]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [(pk, float(score), *rest) for pk, score, *rest in cursor.fetchall()]
@@ -564,11 +588,15 @@ def by_words_held(
     if not asked:
         return rows
     whole = len(asked) + 1
+    share = HeldShare(asked)
+    in_titles: dict[int, float] = {}  # by document: the passages found are often several of one
     scored = []
     for index, row in enumerate(rows):
-        held = len(asked) * held_share(words_held_with(asked, passage_words(row[3], row[5]), reading), asked)
-        title = (about or {}).get(row[2], ("",))[0]
-        in_title = len(asked) * held_share(words_held_with(asked, passage_words("", title), reading), asked)
+        held = len(asked) * share(words_held_with(asked, passage_words(row[3], row[5]), reading))
+        in_title = in_titles.get(row[2])
+        if in_title is None:
+            title = (about or {}).get(row[2], ("",))[0]
+            in_title = in_titles[row[2]] = len(asked) * share(words_held_with(asked, passage_words("", title), reading))
         scored.append(((held + (in_title + row[1]) / whole) / whole, index, row))
     scored.sort(key=lambda item: (-item[0], item[1]))
     return [(row[0], round(value, 6), *row[2:]) for value, _, row in scored]

@@ -1,7 +1,7 @@
 """How a question reads the synonyms of the sources searched (:mod:`knowledge.synonyms`): pure text, no ORM.
 
 A question **holds a term** when it holds each of the term's words (the relevance bar's comparison: case and accents
-aside, alike on their first letters or a Snowball stem, :func:`agents.passages.held_in`). Its words that a held term
+aside, alike on their first letters or a Snowball stem, :func:`agents.passages.holds`). Its words that a held term
 covers then count, in the relevance bar, as held by a passage holding any other term of the group
 (:func:`words_held_with`), and the search looks for the group's other terms too (:func:`expanded`): "biquini tem
 troca?" is read with "moda praia" and "maiô".
@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 
-from agents.public import content_words, held_in, stems_of
+from agents.public import STEM_CHARS, content_words, holds, stems_of, word_keys
 from common.text import normalize
 from knowledge.synonyms import Group
 
@@ -23,6 +23,7 @@ TERMS_KEPT = 20_000  # terms whose words and stems a process keeps
 # The passages whose words are kept read, the most recently found: with their text, about 6 MiB at most (a search
 # reads those of the passages it re-ranks, knowledge.search.WORDS_RERANKED, and the relevance bar the same again).
 PASSAGES_READ_KEPT = 512
+GROUPS_INDEXED_KEPT = 64  # tuples of synonym groups (a profile's sources, a version's) whose index a process keeps
 
 
 @lru_cache(maxsize=PASSAGES_READ_KEPT)
@@ -48,7 +49,7 @@ def _term_stems(term: str) -> frozenset[str]:
 
 def _holds(term: str, stems: AbstractSet[str]) -> bool:
     words = _term_words(term)
-    return bool(words) and held_in(list(words), stems) == len(words)
+    return bool(words) and all(holds(word, stems) for word in words)
 
 
 @dataclass(frozen=True)
@@ -73,16 +74,59 @@ def question_read(asked: Sequence[str], question: str, groups: Iterable[Group]) 
     return _read(tuple(asked), question, groups)
 
 
+@dataclass(frozen=True)
+class _Index:
+    """Where the terms of a tuple of groups start, for a question to read only the groups it may hold a term of: the
+    groups' positions by each entry of a text's stems (:func:`agents.passages.stems_of`) that holds the first word of
+    one of their terms (:func:`agents.passages.word_keys`), and by each first word shorter than
+    :data:`agents.passages.STEM_CHARS` (which the start of an entry holds)."""
+
+    by_key: Mapping[str, tuple[int, ...]]
+    by_start: Mapping[str, tuple[int, ...]]
+
+    def groups_read(self, stems: AbstractSet[str]) -> list[int]:
+        """The positions of the groups a term's first word of which ``stems`` hold, in order: a term of any other
+        group is not held."""
+        found: set[int] = set()
+        for entry in stems:
+            found.update(self.by_key.get(entry, ()))
+            for length in _SHORT:
+                found.update(self.by_start.get(entry[:length], ()))
+        return sorted(found)
+
+
+_SHORT = range(4, STEM_CHARS)  # the lengths of a term's words that the start of a text's entry holds
+
+
+@lru_cache(maxsize=GROUPS_INDEXED_KEPT)
+def _indexed(groups: tuple[Group, ...]) -> _Index:
+    by_key: dict[str, dict[int, None]] = {}
+    by_start: dict[str, dict[int, None]] = {}
+    for position, group in enumerate(groups):
+        for term in group:
+            words = _term_words(term)
+            if not words:
+                continue
+            for key in word_keys(words[0]):
+                by_key.setdefault(key, {})[position] = None
+            if len(words[0]) < STEM_CHARS:
+                by_start.setdefault(words[0], {})[position] = None
+    return _Index(
+        {key: tuple(found) for key, found in by_key.items()}, {key: tuple(found) for key, found in by_start.items()}
+    )
+
+
 @lru_cache(maxsize=READINGS_KEPT)
 def _read(asked: tuple[str, ...], question: str, groups: tuple[Group, ...]) -> Reading:
     stems = stems_of(question)
     alternatives: dict[str, list[tuple[str, ...]]] = {}
     extra: list[str] = []
-    for group in groups:
+    for position in _indexed(groups).groups_read(stems):
+        group = groups[position]
         held = [term for term in group if _holds(term, stems)]
         if not held:
             continue
-        covered = {word for term in held for word in asked if held_in([word], _term_stems(term))}
+        covered = {word for term in held for word in asked if holds(word, _term_stems(term))}
         others = [term for term in group if term not in held]
         for word in covered:
             alternatives.setdefault(word, []).extend(_term_words(term) for term in others)
@@ -98,11 +142,12 @@ def expanded(question: str, reading: Reading) -> str:
 
 
 def words_held_with(asked: Sequence[str], stems: AbstractSet[str], reading: Reading) -> list[str]:
-    """The words of ``asked`` a text of ``stems`` holds (:func:`agents.passages.held_in`), in order, a word counting
+    """The words of ``asked`` a text of ``stems`` holds (:func:`agents.passages.holds`), in order, a word counting
     as held when the text holds another term of a group one of the question's terms covering it is in."""
+    alternatives = reading.alternatives
     return [
         word
         for word in asked
-        if held_in([word], stems)
-        or any(held_in(list(words), stems) == len(words) for words in reading.alternatives.get(word, ()))
+        if holds(word, stems)
+        or any(all(holds(other, stems) for other in words) for words in alternatives.get(word, ()))
     ]

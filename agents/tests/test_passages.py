@@ -3,17 +3,23 @@ the offline model quotes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agents.knowledge_settings import DEFAULT_MIN_SCORE
 from agents.passages import (
     MAX_SENTENCES,
+    STEM_CHARS,
+    STEM_MARK,
     NotedPassage,
     asked_words,
     asks_what_follows,
     content_words,
     coverage,
     general_question,
+    held_in,
+    holds,
     marks_of,
     own_request,
     passages_note,
@@ -21,9 +27,11 @@ from agents.passages import (
     question_in_general,
     relevant_sentences,
     sentences_of,
+    stems_of,
     wishes_to_act,
     words_held,
 )
+from agents.stems import word_stems
 from agents.word_frequency import LEAST_WEIGHT, word_weight
 
 PASSAGE = (
@@ -265,3 +273,54 @@ def test_a_questions_words_are_read_once_and_each_caller_gets_a_list_of_its_own(
 
     assert read == [question]
     assert again == [*content_words(question), *marks_of(question)] == ["chip", "funciona", "operadora", "4g", "5g"]
+
+
+def _held_as_read_word_by_word(word: str, stems: frozenset[str]) -> bool:
+    """The bar's comparison as it read a word at every text, its stems looked up and marked each time."""
+    if len(word) < 4:
+        return word in stems
+    return (
+        word[:STEM_CHARS] in stems
+        or any(STEM_MARK + stem in stems for stem in word_stems(word))
+        or (len(word) < STEM_CHARS and any(stem.startswith(word) for stem in stems))
+    )
+
+
+def test_a_word_is_held_by_the_same_texts_as_when_its_stems_were_looked_up_at_every_text():
+    articles = sorted((Path(__file__).resolve().parents[2] / "config" / "demo" / "knowledge").rglob("*.md"))
+    texts = [article.read_text() for article in articles]
+    words = sorted({word for text in texts for word in asked_words(text)} | {"take", "bill", "wifi", "LOS", "5g"})
+    stems = [frozenset(stems_of(text)) for text in texts]
+
+    held = [[holds(word, text) for text in stems] for word in words]
+
+    assert len(words) > 1000 and any(len(word) == STEM_CHARS - 1 for word in words)
+    assert held == [[_held_as_read_word_by_word(word, text) for text in stems] for word in words]
+    assert 0 < sum(map(sum, held)) < len(words) * len(stems)
+
+
+def test_a_question_held_against_many_texts_looks_up_each_of_its_words_stems_once(monkeypatch):
+    import agents.passages
+
+    asked = asked_words("Quanto custa a segunda via da fatura pelo aplicativo?")
+    texts = [stems_of(sentence) for sentence in sentences_of(PASSAGE) * 5]
+    looked: list[str] = []
+    monkeypatch.setattr(agents.passages, "word_stems", lambda word: looked.append(word) or word_stems(word))
+    agents.passages._keys.cache_clear()
+
+    counts = [held_in(asked, text) for text in texts]
+
+    assert counts == [0] * len(texts)  # no text holds them: every way of holding a word was tried at each
+    assert sorted(looked) == sorted(asked)  # its stems looked up once a word, not once a word and a text
+
+
+def test_a_questions_share_held_weighed_once_is_the_share_weighed_at_each_text_to_the_last_bit():
+    from agents.passages import HeldShare, held_share
+
+    questions = ["Quanto custa a segunda via da fatura pelo aplicativo?", "How long does express delivery take?"]
+    for question in [*questions, "ok?"]:
+        asked = asked_words(question)
+        share = HeldShare(asked)
+        for text in [*sentences_of(PASSAGE), "A segunda via sai no aplicativo.", "Fatura fatura custa"]:
+            held = [word for word in asked if words_held(word, text)[0]]
+            assert share(held) == held_share(held, asked), (question, text)

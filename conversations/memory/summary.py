@@ -158,8 +158,11 @@ def summary_left(
 
 
 def _first_sentence(text: str) -> str:
-    line = " ".join(text.split())
-    line = _SENTENCE_END.split(line, maxsplit=1)[0]
+    """``text``'s first sentence, its whitespace runs one space, at most :data:`LINE_MAX_CHARS`: the text is cut at
+    the first end of a sentence before its whitespace is read (a whitespace run is one space on either side of the
+    cut), not the whole message normalised to keep its first sentence."""
+    end = _SENTENCE_END.search(text)
+    line = " ".join((text if end is None else text[: end.start()]).split())
     return line if len(line) <= LINE_MAX_CHARS else line[: LINE_MAX_CHARS - 1].rstrip() + "…"
 
 
@@ -168,9 +171,12 @@ def summary_extracted(summary: str, messages: tuple[HistoryEntry, ...]) -> str:
     oldest lines dropped while the whole passes :data:`SUMMARY_MAX_CHARS`. Deterministic."""
     lines = [line for line in summary.splitlines() if line.strip()]
     lines += [f"{SPEAKERS.get(m.role, m.role)}: {_first_sentence(m.content)}" for m in messages if m.content.strip()]
-    while lines and sum(len(line) + 1 for line in lines) > SUMMARY_MAX_CHARS:
-        lines.pop(0)
-    return "\n".join(lines)
+    size = sum(len(line) + 1 for line in lines)
+    first = 0
+    while first < len(lines) and size > SUMMARY_MAX_CHARS:  # the oldest dropped, the rest summed once
+        size -= len(lines[first]) + 1
+        first += 1
+    return "\n".join(lines[first:])
 
 
 def _transcript(messages: tuple[HistoryEntry, ...]) -> str:

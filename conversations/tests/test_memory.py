@@ -283,3 +283,49 @@ def test_the_person_who_takes_a_conversation_reads_what_the_platform_remembers_o
     detail = escalation_detail(escalation=escalation, tenants={tenant.pk: DeskTenant(tenant.pk, tenant.slug, "")})
 
     assert [fact["text"] for fact in detail["memory"]["facts"]] == [PREFERENCE]
+
+
+def _summary_as_read_whole(old: str, messages: tuple) -> str:
+    """The offline summary as written before: each message normalised whole, the lines summed again at each drop."""
+
+    def first_sentence(text: str) -> str:
+        line = summary._SENTENCE_END.split(" ".join(text.split()), maxsplit=1)[0]
+        return line if len(line) <= summary.LINE_MAX_CHARS else line[: summary.LINE_MAX_CHARS - 1].rstrip() + "…"
+
+    lines = [line for line in old.splitlines() if line.strip()]
+    lines += [
+        f"{summary.SPEAKERS.get(m.role, m.role)}: {first_sentence(m.content)}" for m in messages if m.content.strip()
+    ]
+    while lines and sum(len(line) + 1 for line in lines) > summary.SUMMARY_MAX_CHARS:
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def test_the_offline_summary_cuts_each_message_at_its_first_sentence_before_reading_its_whitespace():
+    import random
+
+    from conversations.history import HistoryEntry
+
+    class Counted(str):
+        splits = 0
+
+        def split(self, *args, **kwargs):  # type: ignore[override]
+            Counted.splits += 1
+            return super().split(*args, **kwargs)
+
+    pieces = ["Olá", "a fatura", "veio alta.", "Why?", "¿Y", "mi pedido?", "ok!", "…", "Sources: [1]", "x" * 170]
+    spaces = [" ", "  ", "\n", "\t", "\u00a0", "\u2003", "\x1c", " \n "]
+    chance = random.Random(60)
+    texts = [
+        chance.choice(["", " ", "\n"]) + "".join(chance.choice(pieces) + chance.choice(spaces) for _ in range(n))
+        for n in [*range(8), *[chance.randrange(1, 60) for _ in range(300)]]
+    ]
+    for start in range(0, len(texts), 30):
+        messages = tuple(HistoryEntry(chance.choice(["user", "assistant"]), text) for text in texts[start : start + 30])
+        old = "\n".join(texts[start - 1].splitlines()[:40]) if start else ""
+        assert summary.summary_extracted(old, messages) == _summary_as_read_whole(old, messages)
+
+    whole = "Preciso da segunda via. " + "A fatura deste mês veio com um valor muito alto para o meu plano. " * 30
+    summary.summary_extracted("", (HistoryEntry("user", Counted(whole)),))
+
+    assert Counted.splits == 0  # only its first sentence's whitespace read, not a message of 2,000 characters

@@ -147,6 +147,35 @@ def test_the_postgresql_search_filters_on_full_text_alone_and_the_trigram_only_r
     assert sum("word_similarity" in line for line in plan) >= 1  # it re-ranks the candidates
 
 
+def test_the_postgresql_ranking_binds_only_the_customers_words_and_writes_its_ids_and_limits_into_the_statement(
+    three_languages, profile
+):
+    """The client-side binding quotes each parameter into the statement in Python, a list element by element: the
+    ranking's weights, limits and document ids are the search's own numbers, written in once."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's ranking")
+    question = "How do I reset my password? it's '5 %' off"
+    executed: list[tuple[str, list[object]]] = []
+
+    def seen(execute, sql, params, many, context):
+        executed.append((sql, list(params or [])))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(seen):
+        hits = knowledge_search(profile=profile, query=question, language="en")
+        every = knowledge_search(profile=profile, query=question)
+    rankings = [(sql, params) for sql, params in executed if "ts_rank" in sql]
+
+    assert hits[0].heading == every[0].heading == "Help centre › Passwords"
+    assert len(rankings) == 2
+    for sql, params in rankings:
+        configs = sql.count("to_tsquery(")
+        assert params == [question, *[params[1]] * (configs // 2), *[params[-1]] * (configs // 2)]
+        assert all(isinstance(param, str) for param in params) and question not in sql
+        assert "::int8[]" in sql and "LIMIT %s" not in sql
+    assert rankings[0][0].count("to_tsquery(") == 2 and rankings[1][0].count("to_tsquery(") == 8  # one, every language
+
+
 def test_an_unaccented_word_finds_the_accented_one_on_postgresql(three_languages, profile):
     if connection.vendor != "postgresql":
         pytest.skip("SQLite's FTS5 folds accents itself")
@@ -386,3 +415,41 @@ def test_a_question_with_only_common_words_keeps_the_engines_order_and_scores(th
 
     assert all(0 <= hit.score < 1 for hit in hits)
     assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+
+
+def test_re_ranking_by_the_words_held_weighs_the_questions_words_once_and_reads_each_documents_title_once(
+    monkeypatch,
+):
+    import agents.passages
+    from agents.passages import asked_words, held_share
+    from knowledge.synonym_reading import NOTHING, passage_words, words_held_with
+
+    def share(heading: str, text: str) -> float:  # as each passage and title was weighed, the question each time
+        return len(asked) * held_share(words_held_with(asked, passage_words(heading, text), NOTHING), asked)
+
+    asked = asked_words("Como pedir a segunda via da fatura pelo aplicativo?")
+    texts = ["A segunda via sai no aplicativo.", "A fatura chega por e-mail.", "Pagamentos em atraso têm multa."]
+    rows = [(pk, 0.5 - pk / 100, 1 + pk % 2, "Ajuda › Fatura", pk, texts[pk % 3]) for pk in range(10)]
+    about = {1: ("Segunda via da fatura",), 2: ("Pagamentos",)}
+    whole = len(asked) + 1
+    scored = [
+        ((share(row[3], row[5]) + (share("", about[row[2]][0]) + row[1]) / whole) / whole, index, row)
+        for index, row in enumerate(rows)
+    ]
+    expected = [(row[0], round(value, 6), *row[2:]) for value, _, row in sorted(scored, key=lambda e: (-e[0], e[1]))]
+    weighed: list[str] = []
+    word_weight = agents.passages.word_weight
+    monkeypatch.setattr(agents.passages, "word_weight", lambda word: weighed.append(word) or word_weight(word))
+    titles: list[str] = []
+
+    def read(heading: str, text: str) -> frozenset[str]:
+        titles.extend([] if heading else [text])
+        return passage_words(heading, text)
+
+    monkeypatch.setattr(search, "passage_words", read)
+
+    ranked = search.by_words_held(rows, asked, NOTHING, about)
+
+    assert ranked == expected  # the same scores to the last bit
+    assert sorted(weighed) == sorted(asked)  # once a word, not once a word and a passage
+    assert sorted(titles) == ["Pagamentos", "Segunda via da fatura"]  # once a document, not once a passage

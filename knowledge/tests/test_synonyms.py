@@ -140,3 +140,72 @@ def test_an_editor_writes_a_sources_synonyms_in_the_admin_and_staff_without_the_
     assert exchanges.synonyms == [["moda praia", "biquíni", "maiô"], ["frete", "taxa de entrega"]]
     assert refused.status_code == 200 and "at most 4 words" in refused.content.decode()
     assert "moda praia, biquíni, maiô\nfrete, taxa de entrega" in client.get(page).content.decode()
+
+
+def _read_group_by_group(asked: tuple[str, ...], question: str, groups: tuple[tuple[str, ...], ...]):
+    """A question's reading as it was made before its groups were indexed: every term of every group held against it."""
+    from agents.passages import holds, stems_of
+    from knowledge import synonym_reading
+
+    stems = stems_of(question)
+    alternatives: dict[str, list[tuple[str, ...]]] = {}
+    extra: list[str] = []
+    for group in groups:
+        held = [term for term in group if synonym_reading._holds(term, stems)]
+        if not held:
+            continue
+        covered = {word for term in held for word in asked if holds(word, synonym_reading._term_stems(term))}
+        others = [term for term in group if term not in held]
+        for word in covered:
+            alternatives.setdefault(word, []).extend(synonym_reading._term_words(term) for term in others)
+        extra.extend(others)
+    return {word: tuple(dict.fromkeys(terms)) for word, terms in alternatives.items()}, tuple(dict.fromkeys(extra))
+
+
+def test_a_question_reads_only_the_groups_whose_terms_first_words_it_holds_and_reads_them_as_every_group_was_read(
+    monkeypatch,
+):
+    from pathlib import Path
+
+    import yaml
+
+    from agents.passages import asked_words, holds, stems_of
+    from knowledge import synonym_reading
+
+    root = Path(__file__).resolve().parents[2]
+    groups = tuple(
+        tuple(group)
+        for path in sorted((root / "config" / "demo" / "knowledge").rglob("synonyms.yaml"))
+        for group in yaml.safe_load(path.read_text())["synonyms"]
+    )
+    questions = [
+        row["text"] for row in yaml.safe_load((root / "bench/knowledge/questions.yaml").read_text())["questions"]
+    ]
+    questions += ["biquini tem troca?", "o wi fi caiu", "mi factura electrónica", "¿hay permanencia mínima?"]
+    read: list[str] = []
+    _holds = synonym_reading._holds
+    monkeypatch.setattr(synonym_reading, "_holds", lambda term, stems: read.append(term) or _holds(term, stems))
+
+    reads: list[int] = []
+    for question in questions:
+        asked = tuple(asked_words(question))
+        if not asked:
+            continue
+        read.clear()
+        synonym_reading._read.cache_clear()  # a question asked twice is read once
+        reading = synonym_reading.question_read(asked, question, groups)
+        held_read = list(read)
+        expected = _read_group_by_group(asked, question, groups)
+
+        assert (dict(reading.alternatives), reading.extra) == expected, question
+        stems = stems_of(question)
+        firsts = [words[0] for group in groups for term in group if (words := synonym_reading._term_words(term))]
+        may_hold = [
+            group
+            for group in groups
+            if any((words := synonym_reading._term_words(term)) and holds(words[0], stems) for term in group)
+        ]
+        assert sorted(held_read) == sorted(term for group in may_hold for term in group), question
+        reads.append(len(held_read))
+    assert len(groups) > 80 and len(firsts) > 250
+    assert sorted(reads)[len(reads) // 2] < len(firsts) / 5  # most questions hold few groups' first words
