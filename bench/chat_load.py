@@ -339,12 +339,15 @@ else:
 """
 
 
-def knowledge_switched_off(env: dict[str, str], agent_id: str) -> str:
-    """``agent_id``'s knowledge retrieval set to false and published; what the run prints about it."""
+def knowledge_switched_off(env: dict[str, str], agent_id: str, manage: Callable[..., str] | None = None) -> str:
+    """``agent_id``'s knowledge retrieval set to false and published, unless it is off already (a kept database's
+    second run: nothing to publish); what the run prints about it. ``manage`` as :func:`features_switched_off`'s."""
     if not (ROOT / "knowledge").is_dir():
         return "knowledge: off (this tree has no knowledge to switch off)"
-    _manage(env, "shell", "-c", KNOWLEDGE_OFF.format(agent_id=agent_id))
-    _manage(env, "routing_publish", "--profile", agent_id, "--note", "bench: knowledge off")
+    run = manage or functools.partial(_manage, env)
+    if _printed(run("shell", "-c", KNOWLEDGE_OFF.format(agent_id=agent_id)), "knowledge:") != "switched":
+        return f"knowledge: off (the profile {agent_id}'s retrieval already false; nothing published)"
+    run("routing_publish", "--profile", agent_id, "--note", "bench: knowledge off")
     return f"knowledge: off (the profile {agent_id}'s retrieval set to false and published)"
 
 

@@ -136,6 +136,19 @@ def test_features_off_twice_on_one_database_publishes_once_and_again_only_what_w
     assert "escalation.enabled=False" in third.split(" switched")[1]  # already off, not switched again
 
 
+def test_knowledge_off_twice_on_one_database_publishes_once(telecom):
+    from bench.chat_load import knowledge_switched_off
+    from routing.models import RoutingVersion
+
+    first = knowledge_switched_off({}, telecom.agent_id, manage_in_process)
+    published = RoutingVersion.objects.filter(profile=telecom).count()
+    second = knowledge_switched_off({}, telecom.agent_id, manage_in_process)  # a kept database's second run
+
+    assert first.endswith("set to false and published)") and published >= 1
+    assert second.endswith("already false; nothing published)")
+    assert RoutingVersion.objects.filter(profile=telecom).count() == published
+
+
 def test_with_people_off_only_the_profiles_tests_of_a_handover_to_a_person_are_set_aside(telecom):
     from bench.chat_load import HANDOVER_TESTS_OFF
     from releases.models import ConversationTest
