@@ -277,9 +277,8 @@ def run(args: argparse.Namespace) -> int:
         )
         if generation is not None:
             minutes, seconds = divmod(generation, 60)
-            print(
-                f"bench/generate_handoffs.py --count {args.count} --days {args.days}: {int(minutes)} min {seconds:.0f} s"
-            )
+            command = f"bench/generate_handoffs.py --count {args.count} --days {args.days}"
+            print(f"{command}: {int(minutes)} min {seconds:.0f} s")
         print(f"VACUUM (ANALYZE): {vacuum:.0f} s")
         print(
             f"handoffs from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC; {tenant_share:.0%} of them {TENANT}'s"
