@@ -1,10 +1,10 @@
 """Analytics API benchmark: every /api/analytics/ endpoint over real HTTP at 1,000,000 handoffs on PostgreSQL.
 
-    PYTHONPATH=. .venv/bin/python bench/analytics_bench.py [--count 1000000] [--runs 5] [--reuse] [--sliced]
+    PYTHONPATH=. .venv/bin/python bench/analytics_bench.py [--count 1000000] [--days 90] [--runs 5] [--reuse] [--sliced]
 
 Starts a throwaway PostgreSQL and scratch VAR_DIR (``scripts/services.py``), migrates, fills the bench
-tenants with ``bench/generate_handoffs.py --count N`` (realistic conversations of the demo profiles over
-90 days, ending now), runs ``VACUUM (ANALYZE)``, then serves the project as in production
+tenants with ``bench/generate_handoffs.py --count N --days D`` (realistic conversations of the demo profiles over
+``--days`` days, 90 by default, ending now), runs ``VACUUM (ANALYZE)``, then serves the project as in production
 (``python -m platform.serve``, ``DJANGO_DEBUG=false``, one worker: the requests are sequential).
 
 Each endpoint is asked for ``days=30`` and ``days=90``, each with and without ``profile=telecom_contas``,
@@ -18,6 +18,10 @@ For every URL over it, the endpoint's queries are captured in-process and shown 
 ``--sliced``: also ask each endpoint for 30 days of one cohort (``cohort=single_agent``) and of one routing
 version (``version=draft``: the generated rows record none, so every turn is the draft's; conversations of a
 version are read from the rows, not the daily totals, so this is the slow case), by both callers.
+
+``--days``: fewer days make each day denser. A window's closed days are read from the daily totals, whose size
+grows with the groups and the days, not the rows; the live day is read from the rows. So 1,000,000 handoffs over
+9 days gives each day, and the live day, the rows of 10,000,000 over 90 days (about 111,000 handoffs a day).
 
 ``--reuse``: when ``DATABASE_URL`` points at a PostgreSQL server that keeps its data (scripts/services.py
 then starts none), data already generated there (the bench tenants holding ``--count`` handoffs) is used as
@@ -98,7 +102,7 @@ def _generate(args: argparse.Namespace, env: dict[str, str]) -> float | None:
         return None
     started = time.perf_counter()
     command = [sys.executable, str(ROOT / "bench" / "generate_handoffs.py"), "--clear", "--count", str(args.count)]
-    command += ["--tenants", str(args.tenants), "--days", "90", "--seed", str(args.seed)]
+    command += ["--tenants", str(args.tenants), "--days", str(args.days), "--seed", str(args.seed)]
     sys.stdout.flush()
     subprocess.run(command, cwd=ROOT, env=env, check=True)
     return time.perf_counter() - started
@@ -267,10 +271,14 @@ def run(args: argparse.Namespace) -> int:
         windows = WINDOWS + (SLICED_WINDOWS if args.sliced else ())
         timings = _measure(base_url, callers, args.runs, windows)
 
-        print(f"\nAnalytics API at {args.count:,} handoffs ({args.tenants} bench tenants, 90 days), PostgreSQL")
+        print(
+            f"\nAnalytics API at {args.count:,} handoffs ({args.tenants} bench tenants, {args.days} days: "
+            f"{args.count / args.days:,.0f} handoffs a day), PostgreSQL"
+        )
         if generation is not None:
             minutes, seconds = divmod(generation, 60)
-            print(f"bench/generate_handoffs.py --count {args.count}: {int(minutes)} min {seconds:.0f} s")
+            command = f"bench/generate_handoffs.py --count {args.count} --days {args.days}"
+            print(f"{command}: {int(minutes)} min {seconds:.0f} s")
         print(f"VACUUM (ANALYZE): {vacuum:.0f} s")
         print(
             f"handoffs from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC; {tenant_share:.0%} of them {TENANT}'s"
@@ -320,6 +328,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--count", type=int, default=1_000_000, help="handoff rows to generate")
     parser.add_argument("--tenants", type=int, default=3)
+    parser.add_argument("--days", type=int, default=90, help="days the handoffs are spread over, ending now")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--runs", type=int, default=5, help="measured requests per URL, after one warm-up")
     parser.add_argument("--reuse", action="store_true", help="keep data already generated (see the docstring)")

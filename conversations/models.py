@@ -222,13 +222,16 @@ class Message(models.Model):
         indexes = [
             models.Index(fields=["conversation", "created_at"], name="message_conversation_time"),
             # The analytics (covering, see Conversation): answers per specialist and cohort, user messages per cohort.
+            # The live day's reads filter by profile and routing version too: included, so they read no table row.
             models.Index(
                 fields=["created_at", "agent", "cohort", "latency_ms", "judge_score", "conversation"],
+                include=["profile", "routing_version"],
                 condition=models.Q(role="assistant"),
                 name="message_answer_window",
             ),
             models.Index(
                 fields=["created_at", "cohort", "conversation"],
+                include=["profile", "routing_version", "latency_ms", "judge_score"],
                 condition=models.Q(role="user"),
                 name="message_user_window",
             ),
@@ -316,7 +319,11 @@ class RouteDecisionRecord(models.Model):
             ),
             models.Index(fields=["conversation", "created_at"], name="decision_conversation_time"),
             # The analytics' routing-method mix (covering, see Conversation).
-            models.Index(fields=["created_at", "method", "conversation"], name="decision_window_method"),
+            models.Index(
+                fields=["created_at", "method", "conversation"],
+                include=["profile", "cohort", "routing_version"],
+                name="decision_window_method",
+            ),
         ]
 
     def __str__(self) -> str:

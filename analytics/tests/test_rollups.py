@@ -8,7 +8,7 @@ import random
 import pytest
 
 from analytics.models import DailyMessages, RollupDay
-from analytics.rollups import Window, histogram_percentile, latency_bucket, whole_days
+from analytics.rollups import MESSAGES, Window, fact_rows, histogram_percentile, latency_bucket, whole_days, without_jit
 from analytics.services import rollup_build, rollup_closed_before, rollup_days_unseal
 
 D = dt.date(2026, 3, 10)
@@ -68,6 +68,33 @@ def test_the_database_puts_a_latency_in_the_bucket_python_expects():
     for ms, bucket in buckets:
         expected = math.floor(math.log(max(ms, 0.001)) / math.log(1.05))
         assert bucket == expected, ms
+
+
+@pytest.mark.django_db
+def test_a_live_read_runs_without_postgresqls_jit_and_counts_the_same(tenant):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from conversations.models import Message
+    from tests.factories import ConversationFactory
+
+    conversation = ConversationFactory(tenant=tenant, cohort="multi_agent")
+    for ms in (100, 300):
+        Message.objects.create(conversation=conversation, role="assistant", cohort="multi_agent", latency_ms=ms)
+    Message.objects.filter(conversation=conversation).update(created_at=at(D, 9))
+    window = Window(start=at(D), end=at(D + dt.timedelta(days=1)), sealed=(), live=((at(D), at(D, 12)),))
+    with CaptureQueriesContext(connection) as captured:
+        [row] = fact_rows(MESSAGES, window, by=("cohort",), tenant_id=tenant.pk, profile_id=None)
+    assert (row["cohort"], row["n"], row["latency_sum"], row["latency_n"]) == ("multi_agent", 2, 400.0, 2)
+    statements = [query["sql"] for query in captured.captured_queries]
+    read = next(i for i, sql in enumerate(statements) if "routing_message" in sql)
+    if connection.vendor == "postgresql":
+        assert "SET LOCAL jit = off" in statements[:read]
+        with without_jit(), connection.cursor() as cursor:
+            cursor.execute("SHOW jit")
+            assert cursor.fetchone()[0] == "off"
+    else:  # nothing to switch off
+        assert not any("jit" in sql for sql in statements)
 
 
 @pytest.mark.django_db
