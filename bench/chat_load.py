@@ -863,7 +863,8 @@ def run_once(
         + "; outside the graph's nodes (HTTP, middleware, auth, validation, reading the conversation), per answer: "
         f"median {_percentile(outside, 0.5):.1f} ms, p99 {_percentile(outside, 0.99):.1f} ms"
     )
-    print(kernel_report(*kernel, len(latencies)))
+    kernel_before, kernel_after = kernel
+    print(kernel_report(kernel_before, kernel_after, len(latencies)))
     if args.profile:
         print_profile(Path(args.profile), server_cores * 1000 / max(rate, 1e-9))
     for line, count in server_errors.most_common(5):
