@@ -64,7 +64,7 @@ os.register_at_fork(after_in_child=_forked)
 def process_identifier() -> str:
     """``<host>-<pid>``: distinct for every live process of every container that shares the directory (pids repeat
     across containers). prometheus_client asks on every write, to notice a fork (its default asks ``os.getpid``, a
-    system call: about 0.6 µs on a sandboxed host, eleven a served message); the text is made when the process starts
+    system call: about 0.6 µs on a sandboxed host, six a served message); the text is made when the process starts
     and again in a child forked from it (Celery's pool, ``multiprocessing``'s fork), so a write makes no call."""
     return _process[0]
 
