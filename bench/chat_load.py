@@ -22,8 +22,14 @@ CPU is measured per party, from /proc, over the measured window: the server
 (each worker too, to show how evenly the connections were shared out),
 PostgreSQL (postmaster and backends) and the load generator itself
 (``--client-procs`` processes sharing the same cores), so its cost is visible
-next to the figures. It also prints the most PostgreSQL connections open and
-where the server spent the time (the graph's own ``metadata.trace``).
+next to the figures. It also prints the most PostgreSQL connections open,
+where the server spent the time (the graph's own ``metadata.trace``) and, per
+answered message, the server's page faults and context switches over the window
+(:func:`kernel_counters`: what a message costs the kernel besides its CPU, with
+no sampler running). ``--profile DIR`` samples every worker with py-spy and
+splits the server CPU a message by pipeline stage as ``bench/turn_cpu.py
+--stages`` does in one process (:mod:`bench.turn_stages`), the two tables read
+side by side.
 Variants: ``--env NAME=VALUE`` (server environment), ``--workers``,
 ``--server uvicorn`` (stock ``uvicorn --workers``) and ``--server-arg``.
 """
@@ -51,7 +57,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT))
 import services  # noqa: E402  (scripts/services.py: the throwaway PostgreSQL)
+
+from bench.turn_stages import self_time_report, stages_report  # noqa: E402
 
 AGENT_ID = "telecom_contas"
 TENANT = "tenant_a"
@@ -544,14 +553,60 @@ def _start_profiler(args: argparse.Namespace, server_pid: int) -> subprocess.Pop
     )
 
 
+# What a message costs the kernel besides its CPU, read without a sampler: pages faulted in (minor: already in memory,
+# mapped into the process; major: read from disk) and the times a thread gave up its core (voluntary: it waited for
+# the network, the database, a lock) or had it taken (involuntary: preempted by another runnable thread).
+KERNEL_COUNTERS = ("minor faults", "major faults", "voluntary switches", "involuntary switches")
+
+
+def kernel_counters(root: int | None) -> dict[int, tuple[int, ...]]:
+    """:data:`KERNEL_COUNTERS` so far of each process of a tree: the faults of every thread the process had (the
+    kernel keeps those of ended threads), the switches of its live threads."""
+    if root is None:
+        return {}
+    found = {}
+    for pid in _tree(root):
+        fields = _stat_fields(pid)
+        switches = [0, 0]
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    for line in (task / "status").read_text().splitlines():
+                        name, _, value = line.partition(":")
+                        if name in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"):
+                            switches[name.startswith("non")] += int(value)
+        if fields:  # minflt and majflt are fields 10 and 12
+            found[pid] = (int(fields[7]), int(fields[9]), *switches)
+    return found
+
+
+def kernel_report(before: dict[int, tuple[int, ...]], after: dict[int, tuple[int, ...]], messages: int) -> str:
+    """Each counter a message, the server's processes together, then each process's (those alive at both reads)."""
+    rows = {pid: [b - a for a, b in zip(before[pid], after[pid], strict=True)] for pid in after if pid in before}
+    whole = [sum(row[n] for row in rows.values()) for n in range(len(KERNEL_COUNTERS))]
+    each = max(messages, 1)
+    text = "kernel, per answered message: " + ", ".join(
+        f"{name} {count / each:.1f}" for name, count in zip(KERNEL_COUNTERS, whole, strict=True)
+    )
+    return (
+        text
+        + "; by process ("
+        + ", ".join(KERNEL_COUNTERS)
+        + "): "
+        + "; ".join("/".join(f"{count / each:.2f}" for count in row) for _, row in sorted(rows.items()) if any(row))
+    )
+
+
 def _frame_name(frame: str) -> str:
     """``function (path/to/module.py:line)`` -> ``module.py:function``, lines merged."""
     name, _, where = frame.partition(" (")
     return f"{where.split(':')[0].rsplit('/', 1)[-1]}:{name}" if where else name
 
 
-def print_profile(folder: Path, top: int = 25) -> None:
-    """The functions holding the GIL most often, inclusive and by themselves, from py-spy's collapsed stacks."""
+def print_profile(folder: Path, ms_per_message: float, top: int = 25) -> None:
+    """The functions holding the GIL most often, inclusive and by themselves, from py-spy's collapsed stacks, and the
+    server CPU a message by pipeline stage (:mod:`bench.turn_stages`: each stage's share of the samples, of every
+    worker together, times the CPU a message measured from /proc)."""
     stacks = folder / "stacks.txt"
     if not stacks.exists():
         print(f"profile: py-spy wrote no {stacks}")
@@ -572,6 +627,8 @@ def print_profile(folder: Path, top: int = 25) -> None:
     print(f"profile: {total} samples holding the GIL, flame graph in {folder / 'flamegraph.svg'}")
     for title, counter in (("inclusive", inclusive), ("own", own)):
         print(f"  {title}: " + "; ".join(f"{name} {count / total:.1%}" for name, count in counter.most_common(top)))
+    print(stages_report(stacks, ms_per_message))
+    print(self_time_report(stacks, ms_per_message, top=top))
 
 
 def cpu_snapshot(watched: tuple[int | None, int | None]) -> tuple[dict[int, float], dict[int, float], tuple]:
@@ -736,14 +793,16 @@ def run_once(
         prefix = f"bench-{os.getpid()}-{int(time.time())}-"
         sessions = [f"{prefix}{n:04d}" for n in range(args.clients)]
 
-        def during(stop: float) -> int:
+        def during(stop: float) -> tuple[int, tuple[dict, dict]]:
+            kernel_before = kernel_counters(server.pid)
             profiler = _start_profiler(args, server.pid)
             peak = _watch_connections(env["DATABASE_URL"], stop)
+            kernel_after = kernel_counters(server.pid)
             if profiler is not None:
                 profiler.wait(timeout=120)
-            return peak
+            return peak, (kernel_before, kernel_after)
 
-        reports, before, after, peak_connections = run_load(
+        reports, before, after, (peak_connections, kernel) = run_load(
             base_url, key, sessions, args, (server.pid, postmaster), during=during
         )
         services.stop_process(server)
@@ -832,8 +891,10 @@ def run_once(
         + "; outside the graph's nodes (HTTP, middleware, auth, validation, reading the conversation), per answer: "
         f"median {_percentile(outside, 0.5):.1f} ms, p99 {_percentile(outside, 0.99):.1f} ms"
     )
+    kernel_before, kernel_after = kernel
+    print(kernel_report(kernel_before, kernel_after, len(latencies)))
     if args.profile:
-        print_profile(Path(args.profile))
+        print_profile(Path(args.profile), server_cores * 1000 / max(rate, 1e-9))
     for line, count in server_errors.most_common(5):
         print(f"server log: {count} × {line}")
     if args.latency_ms > 0:

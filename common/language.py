@@ -141,7 +141,9 @@ def _python_scorer(arrays: tuple[Any, ...]) -> _Scorer:
     import numpy as np
 
     nextmove, rowbase, output, ptc, pc = (np.asarray(array) for array in arrays)  # plain views of the same pages
-    moves, outputs, rows = nextmove.data, output.data, rowbase.tolist()
+    # Each table read from the mapped pages (memory views give Python integers), the states' rows too: a list of them
+    # held 4 MB of integer objects in each process, read from wherever the heap had put them.
+    moves, outputs, rows = nextmove.data, output.data, rowbase.data
     table = np.ascontiguousarray(ptc, dtype=np.float32).data.cast("B").cast("f")  # row f at 3f, 3f+1, 3f+2
     priors = tuple(float(prior) for prior in pc)
     log1p, exp, ln2 = math.log1p, math.exp, math.log(2)

@@ -171,3 +171,89 @@ def test_with_people_off_only_the_profiles_tests_of_a_handover_to_a_person_are_s
     enabled = dict(ConversationTest.objects.values_list("name", "enabled"))
     assert enabled == {by_person.name: False, escalated.name: False, kept.name: True}
     assert "its 2 tests of a handover to a person disabled" in printed.getvalue()
+
+
+# A process that, when told, touches pages it has not touched yet and has a thread sleep (give up its core) many
+# times, the thread staying alive; it says when it is ready and when it is done.
+_FAULTS_AND_SWITCHES = """
+import mmap, sys, threading, time
+pages = mmap.mmap(-1, 256 * mmap.PAGESIZE)
+slept, done = threading.Event(), threading.Event()
+def sleeper():
+    go.wait()
+    for _ in range(50):
+        time.sleep(0.0001)
+    slept.set()
+    done.wait()
+go = threading.Event()
+threading.Thread(target=sleeper).start()
+print("ready", flush=True)
+sys.stdin.readline()
+for page in range(256):
+    pages[page * mmap.PAGESIZE] = 1
+go.set()
+slept.wait()
+print("done", flush=True)
+sys.stdin.readline()
+done.set()
+"""
+
+
+def test_the_kernel_counters_count_a_processs_page_faults_and_the_switches_of_each_of_its_threads():
+    import subprocess
+    import sys
+
+    from bench.chat_load import KERNEL_COUNTERS, kernel_counters
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", _FAULTS_AND_SWITCHES], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout.readline() == "ready\n"
+        before = kernel_counters(child.pid)[child.pid]
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "done\n"
+        after = kernel_counters(child.pid)[child.pid]
+    finally:
+        child.stdin.close()
+        child.wait()
+    grown = dict(zip(KERNEL_COUNTERS, (b - a for a, b in zip(before, after, strict=True)), strict=True))
+    assert grown["minor faults"] >= 256  # each page written the first time
+    assert grown["major faults"] == 0  # anonymous memory: nothing read from disk
+    assert grown["voluntary switches"] >= 50  # the other thread's sleeps, not only the main thread's reads
+
+
+def test_the_kernel_report_gives_each_counter_a_message_for_the_whole_server_and_each_process_alive_at_both_reads():
+    from bench.chat_load import kernel_report
+
+    before = {10: (0, 0, 0, 0), 11: (100, 0, 40, 10), 12: (5, 0, 5, 5)}
+    after = {10: (0, 0, 1, 0), 11: (300, 2, 440, 210), 13: (999, 9, 999, 999)}  # 12 ended, 13 started in between
+    report = kernel_report(before, after, 100)
+    assert report.startswith(
+        "kernel, per answered message: minor faults 2.0, major faults 0.0, voluntary switches 4.0, "
+        "involuntary switches 2.0; by process"
+    )
+    assert report.endswith("0.00/0.00/0.01/0.00; 2.00/0.02/4.00/2.00")
+
+
+# Two samples of a served worker, as py-spy writes them with --subprocesses: the supervisor's and the worker's process
+# first (a worker's command line holds a ";" of its own), then the worker's frames.
+_WORKER = (
+    'process 1:"python -m platform.serve --workers 4";process 2:"python -c from multiprocessing.spawn import '
+    'spawn_main; spawn_main(tracker_fd=4) --multiprocessing-fork";<module> (<string>:1);worker (platform/serve.py:98)'
+)
+
+
+def test_the_profile_gives_the_served_workers_cpu_a_message_by_stage_of_the_message_path(tmp_path, capsys):
+    from bench.chat_load import print_profile
+
+    (tmp_path / "stacks.txt").write_text(
+        f"{_WORKER};persist (conversations/graph.py:725);turn_persist (conversations/turn_store.py:320) 3\n"
+        f"{_WORKER};run (uvicorn/server.py:70) 1\n"
+    )
+    print_profile(tmp_path, 4.0)
+    shown = capsys.readouterr().out
+    assert "| conversation store (load, persist) | 75.0% | 3.00 ms |" in shown
+    assert "| the rest of the request (ASGI, middleware, DRF, JSON, the event loop) | 25.0% | 1.00 ms |" in shown
+    assert "| **the whole message** | 4 samples | **4.00 ms** |" in shown

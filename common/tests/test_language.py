@@ -164,6 +164,29 @@ def test_py3langids_walk_reads_the_mapped_tables_as_integers_without_copying_the
     assert type(model.nb_ptc) is np.ndarray and np.shares_memory(model.nb_ptc, mapped[3])
 
 
+def test_the_plain_python_walk_reads_every_table_from_the_mapped_pages_and_keeps_no_copy_of_the_automatons_states(
+    settings, tmp_path
+):
+    """The walk's row of each state is read from the mapped array as its other tables are: a list of them made each
+    process hold a hundred thousand integer objects (4 MB), and read them from wherever the heap had put them."""
+    import tracemalloc
+
+    settings.VAR_DIR = tmp_path
+    mapped = language._arrays()
+    tracemalloc.start()
+    try:
+        score = language._python_scorer(mapped)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert held < 64 * 1024  # the states' rows alone would be 104,583 integers: 0.8 MB of list, 3.2 MB of objects
+    reference = identifier()
+    for text in ("Minha fatura veio alta este mês", "Mi factura llegó muy alta", "My order is late", "", "a" * 500):
+        language_told, probability = reference.classify(text)
+        assert score(text) == (language_told, pytest.approx(probability, abs=1e-5))
+
+
 @pytest.mark.parametrize(
     ("text", "language"),
     [
