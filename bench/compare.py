@@ -17,18 +17,19 @@ Both sides use the one virtual environment of this checkout: an old commit that 
 version since changed, runs with today's — say so beside a figure where it matters.
 
 ``--bench-from-head FILE`` (repeatable) copies the head's ``bench/FILE`` into the base's checkout before its runs,
-so that both sides are measured by the same benchmark: an older commit's copy may measure differently (before
-``turn_cpu.py`` froze the start-up heap after its warm-up, a full collection in a round moved its figure by up to a
-quarter). A copied benchmark must still run on the older tree; ``turn_cpu.py`` and ``turn_stages.py`` do back to
-d34cf42::
+with the head's bench modules it imports (and theirs), so that both sides are measured by the same benchmark: an
+older commit's copy may measure differently (before ``turn_cpu.py`` froze the start-up heap after its warm-up, a full
+collection in a round moved its figure by up to a quarter). A copied benchmark must still run on the older tree;
+``turn_cpu.py`` (with ``chat_load.py`` and ``turn_stages.py``, which it imports) does back to d34cf42::
 
     PYTHONPATH=. .venv/bin/python bench/compare.py --base d34cf42 --runs 5 --bench-from-head turn_cpu.py \
-        --bench-from-head turn_stages.py --figure 'median server CPU per message: ([0-9.]+)' -- turn_cpu.py
+        --figure 'median server CPU per message: ([0-9.]+)' -- turn_cpu.py
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import os
 import re
@@ -89,12 +90,36 @@ def measure(tree: Path, command: list[str], figure: re.Pattern[str], log: Path |
 
 
 def bench_copied(head: Path, base: Path, names: list[str]) -> None:
-    """The head's ``bench/NAME`` of each of ``names`` written over the base's (``--bench-from-head``)."""
+    """The head's ``bench/NAME`` of each of ``names`` written over the base's (``--bench-from-head``), with the head's
+    bench modules each imports, and theirs: a copied benchmark runs with the helpers it was written against (the
+    head's ``chat_load.py`` reads ``turn_stages.py``'s stage rules, which an older tree may lack)."""
     for name in names:
-        source = head / "bench" / name
-        if not source.is_file():
+        if not (head / "bench" / name).is_file():
             raise SystemExit(f"--bench-from-head {name}: no such file in the head's bench/")
+    waiting, copied = list(names), set()
+    while waiting:
+        name = waiting.pop()
+        if name in copied:
+            continue
+        copied.add(name)
+        source = head / "bench" / name
         shutil.copyfile(source, base / "bench" / name)
+        waiting += [module for module in bench_imports(source.read_text()) if (head / "bench" / module).is_file()]
+
+
+def bench_imports(code: str) -> list[str]:
+    """The files of ``bench`` modules ``code`` imports (``from bench.x import …``, ``from bench import x``, ``import
+    bench.x``), at any depth of it."""
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "bench":
+                found += [f"{alias.name}.py" for alias in node.names]
+            elif node.module.startswith("bench."):
+                found.append(f"{node.module.split('.')[1]}.py")
+        elif isinstance(node, ast.Import):
+            found += [f"{alias.name.split('.')[1]}.py" for alias in node.names if alias.name.startswith("bench.")]
+    return found
 
 
 def load_average() -> str:

@@ -62,3 +62,23 @@ def test_the_heads_benchmark_files_are_copied_over_the_bases_and_a_missing_one_i
     assert (base / "bench" / "chat_load.py").read_text() == "old"  # only what was named
     with pytest.raises(SystemExit, match="no such file"):
         bench_copied(head, base, ["nowhere.py"])
+
+
+def test_a_copied_benchmark_brings_the_heads_bench_modules_it_imports_and_theirs(tmp_path):
+    head, base = tmp_path / "head", tmp_path / "base"
+    (head / "bench").mkdir(parents=True)
+    (base / "bench").mkdir(parents=True)
+    (head / "bench" / "chat_load.py").write_text(
+        "import os\nfrom bench.turn_stages import stages_report  # noqa\n\ndef run():\n    from bench import sampler\n"
+    )
+    (head / "bench" / "turn_stages.py").write_text("import bench.frames\n")
+    (head / "bench" / "frames.py").write_text("from bench import turn_stages\n")  # a circle ends
+    (head / "bench" / "sampler.py").write_text("new")
+    (head / "bench" / "unrelated.py").write_text("new")
+    (base / "bench" / "unrelated.py").write_text("old")
+
+    bench_copied(head, base, ["chat_load.py"])
+
+    copied = {path.name for path in (base / "bench").iterdir() if path.read_text() != "old"}
+    assert copied == {"chat_load.py", "turn_stages.py", "frames.py", "sampler.py"}
+    assert (base / "bench" / "unrelated.py").read_text() == "old"
