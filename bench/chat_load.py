@@ -348,13 +348,18 @@ else:
 """
 
 
+def _knowledge_switched(run: Callable[..., str], agent_id: str) -> bool:
+    """Whether :data:`KNOWLEDGE_OFF` switched ``agent_id``'s retrieval off (false: it was off already)."""
+    return _printed(run("shell", "-c", KNOWLEDGE_OFF.format(agent_id=agent_id)), "knowledge:") == "switched"
+
+
 def knowledge_switched_off(env: dict[str, str], agent_id: str, manage: Callable[..., str] | None = None) -> str:
     """``agent_id``'s knowledge retrieval set to false and published, unless it is off already (a kept database's
     second run: nothing to publish); what the run prints about it. ``manage`` as :func:`features_switched_off`'s."""
     if not (ROOT / "knowledge").is_dir():
         return "knowledge: off (this tree has no knowledge to switch off)"
     run = manage or functools.partial(_manage, env)
-    if _printed(run("shell", "-c", KNOWLEDGE_OFF.format(agent_id=agent_id)), "knowledge:") != "switched":
+    if not _knowledge_switched(run, agent_id):
         return f"knowledge: off (the profile {agent_id}'s retrieval already false; nothing published)"
     run("routing_publish", "--profile", agent_id, "--note", "bench: knowledge off")
     return f"knowledge: off (the profile {agent_id}'s retrieval set to false and published)"
@@ -436,7 +441,7 @@ def features_switched_off(env: dict[str, str], agent_id: str, manage: Callable[.
     run = manage or functools.partial(_manage, env)
     knowledge, changed = "knowledge: off (this tree has no knowledge to switch off)", False
     if (ROOT / "knowledge").is_dir():
-        changed = _printed(run("shell", "-c", KNOWLEDGE_OFF.format(agent_id=agent_id)), "knowledge:") == "switched"
+        changed = _knowledge_switched(run, agent_id)
         knowledge = f"knowledge: off (the profile {agent_id}'s retrieval {'set to' if changed else 'already'} false)"
     shell = run("shell", "-c", FEATURES_OFF.format(agent_id=agent_id, switches=FEATURE_SWITCHES))
     switched, already = _printed(shell, "switched:"), _printed(shell, "already off:")
