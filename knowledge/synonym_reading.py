@@ -54,8 +54,10 @@ def _holds(term: str, stems: AbstractSet[str]) -> bool:
 
 @dataclass(frozen=True)
 class Reading:
-    """What a question's synonyms add: for each word of the question a held term covers, the group's other terms
-    (each as its words), and those terms as text for the search."""
+    """What a question's synonyms add: for each word of the question a held term covers, the group's terms other than
+    those covering it (each as its words: another term the question holds too counts, "reclamei" of "reclamação" held
+    by a passage saying "ouvidoria" in "ja reclamei, tem ouvidoria?"), and the terms the question does not hold as text
+    for the search."""
 
     alternatives: Mapping[str, tuple[tuple[str, ...], ...]]
     extra: tuple[str, ...]
@@ -126,11 +128,11 @@ def _read(asked: tuple[str, ...], question: str, groups: tuple[Group, ...]) -> R
         held = [term for term in group if _holds(term, stems)]
         if not held:
             continue
-        covered = {word for term in held for word in asked if holds(word, _term_stems(term))}
-        others = [term for term in group if term not in held]
-        for word in covered:
-            alternatives.setdefault(word, []).extend(_term_words(term) for term in others)
-        extra.extend(others)
+        for word in asked:
+            covering = [term for term in held if holds(word, _term_stems(term))]
+            if covering:  # the group's other terms than those covering it, held by the question too or not
+                alternatives.setdefault(word, []).extend(_term_words(term) for term in group if term not in covering)
+        extra.extend(term for term in group if term not in held)
     return Reading(
         {word: tuple(dict.fromkeys(terms)) for word, terms in alternatives.items()}, tuple(dict.fromkeys(extra))
     )

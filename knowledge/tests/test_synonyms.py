@@ -59,6 +59,19 @@ def test_a_synonym_group_finds_an_article_by_its_other_term_in_the_search_and_at
     assert used(profile.pk, QUESTION) == ["trocas.md"]  # biquini held as "moda praia", and troca
 
 
+def test_a_word_a_held_term_covers_is_held_by_a_passage_holding_another_term_of_the_group_the_question_holds_too():
+    from agents.passages import asked_words
+    from knowledge.synonym_reading import passage_words, question_read, words_held_with
+
+    question = "ja reclamei 3 vezes e ninguem resolve, tem ouvidoria?"  # "reclamação" and "ouvidoria" both held
+    asked = asked_words(question)
+    reading = question_read(asked, question, (("ouvidoria", "reclamação"),))
+    passage = passage_words("Ouvidoria", "Se o seu problema não foi resolvido, fale com a Ouvidoria.")
+
+    assert words_held_with(asked, passage, reading) == ["reclamei", "resolve", "ouvidoria"]
+    assert reading.extra == ()  # nothing the question does not say already to search for
+
+
 def test_another_tenants_synonyms_never_apply(exchanges, profile):
     acme, other = TenantFactory(slug="acme"), TenantFactory(slug="other")
     own = KnowledgeSource.objects.create(profile=profile, tenant=acme, name="Acme", language="pt")
@@ -154,11 +167,12 @@ def _read_group_by_group(asked: tuple[str, ...], question: str, groups: tuple[tu
         held = [term for term in group if synonym_reading._holds(term, stems)]
         if not held:
             continue
-        covered = {word for term in held for word in asked if holds(word, synonym_reading._term_stems(term))}
-        others = [term for term in group if term not in held]
-        for word in covered:
-            alternatives.setdefault(word, []).extend(synonym_reading._term_words(term) for term in others)
-        extra.extend(others)
+        for word in asked:
+            covering = [term for term in held if holds(word, synonym_reading._term_stems(term))]
+            if covering:
+                others = [term for term in group if term not in covering]
+                alternatives.setdefault(word, []).extend(synonym_reading._term_words(term) for term in others)
+        extra.extend(term for term in group if term not in held)
     return {word: tuple(dict.fromkeys(terms)) for word, terms in alternatives.items()}, tuple(dict.fromkeys(extra))
 
 
