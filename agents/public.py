@@ -135,6 +135,7 @@ from agents.usage import (
     usage_counting,
     usage_record,
 )
+from agents.word_frequency import zipf_frequency
 
 __all__ = [
     "ANSWER_CHARS_ASKED",
@@ -265,4 +266,5 @@ __all__ = [
     "yaml_exported",
     "yaml_keys",
     "yaml_settings",
+    "zipf_frequency",
 ]

@@ -19,7 +19,7 @@ from django.utils.translation import get_language
 
 from agents.public import MIN_WORDS_HELD, HeldShare, asked_words
 from knowledge.models import KnowledgeDocument
-from knowledge.search import Hit, knowledge_search, synonym_groups
+from knowledge.search import Hit, knowledge_search, query_spelled, synonym_groups
 from knowledge.synonym_reading import NOTHING, Reading, passage_words, question_read, words_held_with
 from knowledge.synonyms import Held
 from knowledge.versions import Key
@@ -116,6 +116,10 @@ def knowledge_retrieve(
     a passage only they found."""
     tags = tuple(tags)
     vectors = vector_bar is not None
+    # Read in the conversation's language: its search reads the same words' counts, and queries none more.
+    query = query_spelled(
+        profile=profile_pk, query=query, tenant=tenant_pk, language=language or None, tags=tags, documents=documents
+    )
     found = knowledge_search(
         profile=profile_pk,
         query=query,

@@ -45,11 +45,13 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Count, Exists, Q, Sum
+from django.db.models.functions import Length
 
-from agents.public import STEM_CHARS, HeldShare, asked_words, content_words, word_stems
+from agents.public import STEM_CHARS, HeldShare, asked_words, content_words, word_stems, zipf_frequency
 from common.config_version import config_version, local_generation
 from common.text import fold
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
+from knowledge.spelling import edits_allowed, respelt, spelling_of
 from knowledge.synonym_reading import Reading, expanded, passage_words, question_read, words_held_with
 from knowledge.synonyms import Group, Held, groups_of
 from knowledge.vectors import LEXICAL, VECTORS, Stamp, fused, nearest
@@ -210,6 +212,7 @@ class PerVersion:
 
 SCOPES = PerVersion(SCOPES_KEPT)
 WORDS = PerVersion(WORDS_KEPT)
+SPELLINGS = PerVersion(WORDS_KEPT)  # (sources, word) → the knowledge's word it is read as ("": none, or it is known)
 
 
 def _version() -> tuple[int, int]:
@@ -329,6 +332,78 @@ def _words_sqlite(words: list[str], sources: list[int]) -> dict[str, Counted]:
         )
         for word in words
     }
+
+
+def query_spelled(
+    *,
+    profile: Any,
+    query: str,
+    tenant: Any = None,
+    language: str | None = None,
+    tags: Iterable[str] = (),
+    documents: frozenset[Key] | None = None,
+) -> str:
+    """``query`` with each content word of letters that general language uses little (below Zipf
+    :data:`agents.word_frequency.COUNTED_FROM`) and ``profile``'s knowledge does not hold (in the sources ``tenant``
+    may read, their documents in ``language`` and of ``tags`` when given, as a search reads them: not by its first
+    letters, nor by a Snowball stem) read as the knowledge's word at the fewest edits from it
+    (:mod:`knowledge.spelling`: "roming" is "roaming"), for the search and the relevance bar alike, on either engine.
+    The words' counts are the search's own in the same scope (:func:`_terms`, kept per configuration version: a
+    search's words cost no query more); a word they say no passage holds costs one query of the sources' words near
+    it, once per configuration version."""
+    version = _version()
+    scope = _scope(profile=profile, tenant=tenant, language=language, tags=tags, version=version, documents=documents)
+    if not scope.sources:
+        return query
+    # A word of letters only, which general language uses little (a frequent word — "pena", "like", "shop" — is a
+    # word, not a typo) and no passage holds.
+    suspects = [
+        term.folded
+        for term in _terms(query, scope.sources, version)
+        if edits_allowed(term.folded) and term.folded.isalpha() and not zipf_frequency(term.folded) and _unheld(term)
+    ]
+    return respelt(query, _spellings(suspects, scope.sources, version)) if suspects else query
+
+
+def _unheld(term: Term) -> bool:
+    """No passage holds ``term`` by its first letters: it brings none (SQLite, and PostgreSQL when no word is near
+    it either), or only PostgreSQL's near words, none of which starts as it does."""
+    if not term.passages:
+        return True
+    return bool(term.forms) and not any(fold(form)[:STEM_CHARS] == term.prefix for form in term.forms)
+
+
+def _spellings(words: list[str], sources: list[int], version: object) -> dict[str, str]:
+    """Of ``words`` (folded), those the sources do not hold by their first letters or a Snowball stem, each with the
+    sources' word it is read as (:func:`knowledge.spelling.nearest`): kept per configuration version, the words not
+    kept read in one query — the sources' words starting as each word or one of its stems does, and those of its
+    first letter within its edits' length of it."""
+    held = tuple(sources)
+    known = {word: SPELLINGS.get(version, (held, word)) for word in words}
+    missing = [word for word, found in known.items() if found is None]
+    if missing:
+        starts = {word: {word[:STEM_CHARS], *(stem[:STEM_CHARS] for stem in word_stems(word))} for word in missing}
+        near = Q()
+        for word in missing:
+            for prefix in starts[word]:
+                near |= Q(stem__gte=prefix, stem__lt=prefix + "\uffff")
+            most = edits_allowed(word)  # the words of its first letter within its edits of its length
+            lengths = (len(word) - most, len(word) + most)
+            near |= Q(stem__gte=word[0], stem__lt=word[0] + "\uffff", length__range=lengths)
+        rows = KnowledgeWord.objects.filter(source_id__in=sources, passages__gt=0).annotate(length=Length("folded"))
+        counted = list(rows.filter(near).values_list("folded").annotate(Sum("passages")).order_by())
+        for word in missing:
+            stems = word_stems(word)
+            holding = any(
+                folded.startswith(word[:STEM_CHARS]) or not stems.isdisjoint(word_stems(folded))
+                for folded, _ in counted
+                if folded.startswith(tuple(starts[word]))
+            )
+            candidates = (folded for folded, _ in counted if content_words(folded) == [folded])
+            found = "" if holding else spelling_of(word, candidates) or ""
+            SPELLINGS.put(version, (held, word), found)
+            known[word] = found
+    return {word: found for word, found in known.items() if found}
 
 
 # The accented letters of the platform's languages, and their folded forms: the stemmers keep some accents (Portuguese
