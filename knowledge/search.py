@@ -346,7 +346,7 @@ def query_spelled(
     """``query`` with each content word of letters that general language uses little (below Zipf
     :data:`agents.word_frequency.COUNTED_FROM`) and ``profile``'s knowledge does not hold (in the sources ``tenant``
     may read, their documents in ``language`` and of ``tags`` when given, as a search reads them: not by its first
-    letters, nor by a Snowball stem) read as the knowledge's word at the fewest edits from it
+    letters, nor by a Snowball stem) read as the knowledge's one word one edit from it
     (:mod:`knowledge.spelling`: "roming" is "roaming"), for the search and the relevance bar alike, on either engine.
     The words' counts are the search's own in the same scope (:func:`_terms`, kept per configuration version: a
     search's words cost no query more); a word they say no passage holds costs one query of the sources' words near
@@ -375,7 +375,7 @@ def _unheld(term: Term) -> bool:
 
 def _spellings(words: list[str], sources: list[int], version: object) -> dict[str, str]:
     """Of ``words`` (folded), those the sources do not hold by their first letters or a Snowball stem, each with the
-    sources' word it is read as (:func:`knowledge.spelling.nearest`): kept per configuration version, the words not
+    sources' word it is read as (:func:`knowledge.spelling.spelling_of`): kept per configuration version, the words not
     kept read in one query — the sources' words starting as each word or one of its stems does, and those of its
     first letter within its edits' length of it."""
     held = tuple(sources)
@@ -391,15 +391,15 @@ def _spellings(words: list[str], sources: list[int], version: object) -> dict[st
             lengths = (len(word) - most, len(word) + most)
             near |= Q(stem__gte=word[0], stem__lt=word[0] + "\uffff", length__range=lengths)
         rows = KnowledgeWord.objects.filter(source_id__in=sources, passages__gt=0).annotate(length=Length("folded"))
-        counted = list(rows.filter(near).values_list("folded").annotate(Sum("passages")).order_by())
+        spelt = set(rows.filter(near).values_list("folded", flat=True))
         for word in missing:
             stems = word_stems(word)
             holding = any(
                 folded.startswith(word[:STEM_CHARS]) or not stems.isdisjoint(word_stems(folded))
-                for folded, _ in counted
+                for folded in spelt
                 if folded.startswith(tuple(starts[word]))
             )
-            candidates = (folded for folded, _ in counted if content_words(folded) == [folded])
+            candidates = (folded for folded in sorted(spelt) if content_words(folded) == [folded])
             found = "" if holding else spelling_of(word, candidates) or ""
             SPELLINGS.put(version, (held, word), found)
             known[word] = found
