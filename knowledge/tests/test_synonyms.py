@@ -4,13 +4,19 @@ edit-knowledge permission only, within the tenant's bound."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 from django.core.exceptions import ValidationError
 
+from agents.passages import asked_words, holds, stems_of
+from knowledge import synonym_reading
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import knowledge_retrieve
 from knowledge.search import knowledge_search
 from knowledge.services import document_ingest
+from knowledge.synonym_reading import passage_words, question_read, words_held_with
 from knowledge.synonyms import synonyms_cleaned, synonyms_parsed, synonyms_written
 from releases.versions import version_publish
 from routing import snapshot
@@ -60,8 +66,6 @@ def test_a_synonym_group_finds_an_article_by_its_other_term_in_the_search_and_at
 
 
 def test_a_word_a_held_term_covers_is_held_by_a_passage_holding_another_term_of_the_group_the_question_holds_too():
-    from agents.passages import asked_words
-    from knowledge.synonym_reading import passage_words, question_read, words_held_with
 
     question = "ja reclamei 3 vezes e ninguem resolve, tem ouvidoria?"  # "reclamação" and "ouvidoria" both held
     asked = asked_words(question)
@@ -157,9 +161,6 @@ def test_an_editor_writes_a_sources_synonyms_in_the_admin_and_staff_without_the_
 
 def _read_group_by_group(asked: tuple[str, ...], question: str, groups: tuple[tuple[str, ...], ...]):
     """A question's reading as it was made before its groups were indexed: every term of every group held against it."""
-    from agents.passages import holds, stems_of
-    from knowledge import synonym_reading
-
     stems = stems_of(question)
     alternatives: dict[str, list[tuple[str, ...]]] = {}
     extra: list[str] = []
@@ -179,13 +180,6 @@ def _read_group_by_group(asked: tuple[str, ...], question: str, groups: tuple[tu
 def test_a_question_reads_only_the_groups_whose_terms_first_words_it_holds_and_reads_them_as_every_group_was_read(
     monkeypatch,
 ):
-    from pathlib import Path
-
-    import yaml
-
-    from agents.passages import asked_words, holds, stems_of
-    from knowledge import synonym_reading
-
     root = Path(__file__).resolve().parents[2]
     groups = tuple(
         tuple(group)
