@@ -55,6 +55,17 @@ _MARKED = re.compile(r"<passages>\n(.*)\n</passages>", re.DOTALL)
 _BLOCKS = re.compile(r"\n\s*\n|\n(?=[ \t]*(?:[-*+•]|\d+[.)]|#+)\s)")
 _LINE_BREAK = re.compile(r"[ \t]*\n[ \t]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# What Markdown writes around a passage's words, which a quote gives the customer without: a block's list or heading
+# mark, emphasis (``**Bills**``, ``__PDF__``, ``*now*``), code marks and a link's target (its text kept).
+_BLOCK_MARK = re.compile(r"^(?:[-*+•]|\d+[.)]|#+)\s+")
+_EMPHASIS = re.compile(r"(?<![\w*])(\*\*|\*)(?=\S)(.+?)(?<=\S)\1(?![\w*])|(?<!\w)__(?=\S)(.+?)(?<=\S)__(?!\w)")
+_CODE = re.compile(r"`([^`]+)`")
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)\s]*\)")
+# A Markdown table: its rows, a line each between pipes, and the rule under its header row (``| --- | :-: |``). A row
+# is quoted as a sentence of its own, each cell named by its column's header: "payment method: Pix; time: within 2
+# working days", not "| Pix | … |" nor the whole table as one run of cells.
+_TABLE_ROW = re.compile(r"^\s*\|(.*)\|\s*$")
+_TABLE_RULE = re.compile(r"^[\s|:-]*-[\s|:-]*$")
 # How a question about how things are done, where, or whether something may be done opens (folded: case and accents
 # aside), in pt, en and es: a clause that opens so asks what the business's documents say, where "my bill is too
 # high" asks what its systems hold of the customer.
@@ -408,14 +419,53 @@ def own_request(text: str) -> bool:
 
 
 def sentences_of(passage: str) -> list[str]:
-    """``passage``'s sentences, in order: its blocks (paragraphs, list items, headings) cut at their sentences' ends,
-    the lines of a wrapped paragraph joined."""
-    return [
-        sentence.strip()
-        for block in _BLOCKS.split(passage)
-        for sentence in _SENTENCE_END.split(_LINE_BREAK.sub(" ", block.strip()))
-        if sentence.strip()
-    ]
+    """``passage``'s sentences, in order, as a customer reads them quoted: its blocks (paragraphs, list items,
+    headings) cut at their sentences' ends, the lines of a wrapped paragraph joined, a table's rows a sentence each
+    (their cells named by their headers), without Markdown's marks (list and heading marks, emphasis, code marks,
+    links' targets)."""
+    return [sentence for block in _BLOCKS.split(passage) for sentence in _block_sentences(block.strip())]
+
+
+def _block_sentences(block: str) -> list[str]:
+    """The sentences of one block of a passage (:func:`sentences_of`): its table rows and its text, in order."""
+    sentences: list[str] = []
+    lines = block.splitlines()
+    start = 0
+    while start < len(lines):
+        table = _TABLE_ROW.match(lines[start]) is not None
+        end = start
+        while end < len(lines) and (_TABLE_ROW.match(lines[end]) is not None) == table:
+            end += 1
+        run = lines[start:end]
+        sentences += _table_sentences(run) if table else _text_sentences("\n".join(run))
+        start = end
+    return sentences
+
+
+def _text_sentences(text: str) -> list[str]:
+    joined = _BLOCK_MARK.sub("", _LINE_BREAK.sub(" ", text.strip()))
+    return [plain for sentence in _SENTENCE_END.split(joined) if (plain := _plain(sentence))]
+
+
+def _table_sentences(rows: list[str]) -> list[str]:
+    """A table's rows (:data:`_TABLE_ROW`), a sentence each: its cells named by the header row's (the row above the
+    rule), joined by semicolons; the rule and the header row are no sentence."""
+    cells = [[_plain(cell) for cell in row.strip().strip("|").split("|")] for row in rows]
+    ruled = len(rows) > 1 and _TABLE_RULE.match(rows[1]) is not None
+    header, body = (cells[0], cells[2:]) if ruled else ([], cells)
+    sentences = []
+    for row in body:
+        names = [*header, *[""] * len(row)][: len(row)]  # a row longer than its header: the extra cells unnamed
+        sentence = "; ".join(f"{name}: {cell}" if name else cell for name, cell in zip(names, row, strict=True) if cell)
+        if sentence:
+            sentences.append(sentence if sentence[-1] in ".!?" else sentence + ".")
+    return sentences
+
+
+def _plain(text: str) -> str:
+    """``text`` without Markdown's inline marks: emphasis, code marks, a link's target."""
+    text = _LINK.sub(r"\1", _CODE.sub(r"\1", text))
+    return _EMPHASIS.sub(lambda match: match.group(2) or match.group(3), text).strip()
 
 
 def relevant_sentences(passage: str, question: str, *, limit: int = MAX_SENTENCES) -> list[str]:

@@ -127,7 +127,7 @@ def test_a_sentence_wrapped_over_lines_is_quoted_whole_and_list_items_and_paragr
     assert relevant_sentences(wrapped, "Em quanto tempo chega o QR code novo?") == [
         "Quem troca de aparelho recebe um novo QR code por e-mail em até um dia útil."
     ]
-    assert relevant_sentences(wrapped, "preciso fazer backup?") == ["- faça o backup"]
+    assert relevant_sentences(wrapped, "preciso fazer backup?") == ["faça o backup"]
 
 
 def test_a_general_question_is_told_from_a_request_about_the_customers_own_account_in_each_language():
@@ -324,3 +324,41 @@ def test_a_questions_share_held_weighed_once_is_the_share_weighed_at_each_text_t
         for text in [*sentences_of(PASSAGE), "A segunda via sai no aplicativo.", "Fatura fatura custa"]:
             held = [word for word in asked if words_held(word, text)[0]]
             assert share(held) == held_share(held, asked), (question, text)
+
+
+REFUNDS = (
+    "| payment method | how it comes back | time |\n"
+    "| --- | --- | --- |\n"
+    "| Pix | to the account that paid | within 2 working days |\n"
+    "| credit card | a chargeback requested from the card company | shows on one of the next two statements |\n"
+    "\n"
+    "Refunds start once the returned product is checked."
+)
+
+
+def test_a_table_row_is_quoted_as_its_cells_named_by_their_headers_not_as_markdown():
+    assert sentences_of(REFUNDS) == [
+        "payment method: Pix; how it comes back: to the account that paid; time: within 2 working days.",
+        "payment method: credit card; how it comes back: a chargeback requested from the card company; "
+        "time: shows on one of the next two statements.",
+        "Refunds start once the returned product is checked.",
+    ]
+    assert relevant_sentences(REFUNDS, "how long does a refund to my credit card take?")[0].startswith(
+        "payment method: credit card;"
+    )
+
+
+def test_emphasis_list_marks_and_links_of_markdown_are_not_quoted():
+    text = (
+        "1. Go to the **Bills** tab and choose the month.\n"
+        "2. Tap __Download PDF__ or `Copy code`.\n"
+        "- **To a bigger plan**: it applies *immediately*.\n\n"
+        "See [Exchanges and returns](exchanges.md) for more."
+    )
+
+    assert sentences_of(text) == [
+        "Go to the Bills tab and choose the month.",
+        "Tap Download PDF or Copy code.",
+        "To a bigger plan: it applies immediately.",
+        "See Exchanges and returns for more.",
+    ]
