@@ -477,6 +477,23 @@ def relevant_sentences(passage: str, question: str, *, limit: int = MAX_SENTENCE
     return (shared or [sentence for sentence, _ in read[:1]])[:limit]
 
 
+def quote_of(passage: str, question: str, *, max_chars: int) -> str:
+    """The span of ``passage`` a citation quotes for ``question``: its relevant sentences (:func:`relevant_sentences`),
+    as many whole ones as fit in ``max_chars``; the first alone cut at the end of a word, marked "…", when even it
+    does not fit."""
+    sentences = relevant_sentences(passage, question)
+    quote = sentences[0]
+    for sentence in sentences[1:]:
+        if len(quote) + 1 + len(sentence) > max_chars:
+            break
+        quote = f"{quote} {sentence}"
+    if len(quote) <= max_chars:
+        return quote
+    cut = quote[: max_chars - 1]
+    head = cut.rsplit(None, 1)[0] if quote[max_chars - 1] != " " and " " in cut else cut
+    return head.rstrip(" ,;:.") + "…"
+
+
 @lru_cache(maxsize=PASSAGES_QUOTED_KEPT)
 def _sentences_read(passage: str) -> tuple[tuple[str, frozenset[str]], ...]:
     """``passage``'s sentences (:func:`sentences_of`), each with its words (:func:`stems_of`): read once a passage,

@@ -38,7 +38,7 @@ from agents.public import (
     asks_documents,
     own_request,
     passages_note,
-    relevant_sentences,
+    quote_of,
 )
 from common.i18n import say
 from knowledge.public import Considered, Retrieved, SynonymsHeld, document_link, knowledge_retrieve
@@ -296,11 +296,6 @@ def _searched_tags(
     return tags
 
 
-def _quote(passage: Considered, question: str) -> str:
-    quote = " ".join(relevant_sentences(passage.hit.text, question))
-    return quote if len(quote) <= QUOTE_MAX_CHARS else quote[: QUOTE_MAX_CHARS - 1].rstrip() + "…"
-
-
 def _row(passage: Considered) -> dict[str, Any]:
     hit = passage.hit
     return {
@@ -339,7 +334,7 @@ def knowledge_settle(use: KnowledgeUse, answer: str, *, answered: bool, language
         return Settled(answer, "", metadata)
     citations = [
         {**_row(passage), "number": number, "link": document_link(passage.hit.document_id)}
-        | {"quote": _quote(passage, use.question)}
+        | {"quote": quote_of(passage.hit.text, use.question, max_chars=QUOTE_MAX_CHARS)}
         for number, passage in cited
     ]
     # The customer reads the titles; the link (the admin's page of the document) is the business's, in the metadata.

@@ -25,6 +25,7 @@ from agents.passages import (
     passages_note,
     passages_read,
     question_in_general,
+    quote_of,
     relevant_sentences,
     sentences_of,
     stems_of,
@@ -362,3 +363,19 @@ def test_emphasis_list_marks_and_links_of_markdown_are_not_quoted():
         "To a bigger plan: it applies immediately.",
         "See Exchanges and returns for more.",
     ]
+
+
+def test_a_quote_too_long_keeps_its_whole_sentences_and_a_sentence_cut_ends_at_a_word():
+    passage = (
+        "Orders placed before 2 pm ship the same working day. Express delivery arrives the next working day, "
+        "anywhere in the capital. Standard delivery takes three to five working days."
+    )
+    question = "when does delivery of orders arrive?"
+
+    assert quote_of(passage, question, max_chars=150) == (
+        "Orders placed before 2 pm ship the same working day. Express delivery arrives the next working day, "
+        "anywhere in the capital."
+    )
+    cut = quote_of(passage, question, max_chars=30)
+    assert cut == "Orders placed before 2 pm…"
+    assert len(cut) <= 30
