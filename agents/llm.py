@@ -550,7 +550,8 @@ class OfflineChatModel(BaseChatModel):
         if not passages and (noted := _passages_in(reversed(earlier))) and notes_read():
             passages = noted
         if passages:  # extractive: the best passage's sentences that bear on the message, quoted and cited
-            quote = " ".join(relevant_sentences(passages[0].text, text)).replace("”", '"')
+            best = passages[0]
+            quote = " ".join(relevant_sentences(best.text, text, heading=best.heading)).replace("”", '"')
             return AIMessage(content=f"{header} {words['documents']} “{quote}” [{passages[0].number}]")
         ended = any(isinstance(m, SystemMessage) and _ENDED_NOTE.search(m.text) for m in earlier)
         if turn.small_talk in OFFLINE_SMALL_TALK:  # small talk alone: answered in kind

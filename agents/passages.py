@@ -114,6 +114,9 @@ STEM_MARK = "~"
 # ("5G", "PS5", "S24", "10h"). Longer ones ("PETR4", "CNPJ") are content words already.
 _MARK = re.compile(r"(?<![\w-])(\w{2,3})(?![\w-])")
 MAX_SENTENCES = 3
+# How knowledge writes a passage's heading path (``knowledge.reading.HEADING_SEPARATOR``): the document's title, then
+# the section's headings, the passage's own last.
+_HEADING_PATH = " › "
 # A turn quotes the passage it cites twice (the offline model's answer, the citation's span): the sentences of this
 # many passages quoted, with their words, are kept (about 2 MiB for passages of 600 characters, 4.5 MiB at most).
 PASSAGES_QUOTED_KEPT = 128
@@ -468,30 +471,53 @@ def _plain(text: str) -> str:
     return _EMPHASIS.sub(lambda match: match.group(2) or match.group(3), text).strip()
 
 
-def relevant_sentences(passage: str, question: str, *, limit: int = MAX_SENTENCES) -> list[str]:
-    """The sentences of ``passage`` (:func:`sentences_of`) that hold a content word of ``question``
-    (:func:`asked_words`), in the passage's order, at most ``limit``; the passage's first sentence when none does."""
+def relevant_sentences(passage: str, question: str, *, heading: str = "", limit: int = MAX_SENTENCES) -> list[str]:
+    """The sentences of ``passage`` (:func:`sentences_of`) that bear on ``question``, in the passage's order, at most
+    ``limit``: those whose content words of the question (:func:`asked_words`) weigh most (:func:`held_share`: "fatura"
+    and "atraso" over "pague" alone), the passage's first sentence when none holds one. A passage whose own heading
+    (the last of ``heading``'s path) holds more of the question than any of its sentences was found for what the
+    heading names ("Wi-Fi lento" for "minha internet ta lenta no quarto, o que eu faço?", where a sentence holds only
+    "faça"): its first sentences are quoted."""
+    ranked = _ranked(passage, question, heading)[:limit]
+    return [sentence for _, sentence in sorted(ranked)]
+
+
+def _ranked(passage: str, question: str, heading: str) -> list[tuple[int, str]]:
+    """The sentences :func:`relevant_sentences` quotes, each with its place in the passage, the most relevant first
+    (the passage's order among equals)."""
     read = _sentences_read(passage)
     asked = _asked(question)
-    shared = [sentence for sentence, stems in read if any(holds(word, stems) for word in asked)]
-    return (shared or [sentence for sentence, _ in read[:1]])[:limit]
+    share = HeldShare(asked)
+    weights = [share(word for word in asked if holds(word, stems)) for _, stems in read]
+    best = max(weights, default=0.0)
+    section = heading.rsplit(_HEADING_PATH, 1)[-1]
+    if not best:
+        return [(0, read[0][0])] if read else []
+    if section and share(word for word in asked if holds(word, stems_of(section))) > best:
+        return [(index, sentence) for index, (sentence, _) in enumerate(read)]
+    order = sorted((index for index in range(len(read)) if weights[index]), key=lambda index: -weights[index])
+    return [(index, read[index][0]) for index in order]
 
 
-def quote_of(passage: str, question: str, *, max_chars: int) -> str:
-    """The span of ``passage`` a citation quotes for ``question``: its relevant sentences (:func:`relevant_sentences`),
-    as many whole ones as fit in ``max_chars``; the first alone cut at the end of a word, marked "…", when even it
-    does not fit."""
-    sentences = relevant_sentences(passage, question)
-    quote = sentences[0]
-    for sentence in sentences[1:]:
-        if len(quote) + 1 + len(sentence) > max_chars:
-            break
-        quote = f"{quote} {sentence}"
+def quote_of(passage: str, question: str, *, heading: str = "", max_chars: int) -> str:
+    """The span of ``passage`` (under ``heading``) a citation quotes for ``question``: its relevant sentences
+    (:func:`relevant_sentences`), as many whole ones as fit in ``max_chars``, the most relevant first, in the passage's
+    order; the most relevant alone cut at the end of a word, marked "…", when even it does not fit."""
+    ranked = _ranked(passage, question, heading)[:MAX_SENTENCES]
+    if not ranked:
+        return ""
+    kept, size = [ranked[0]], len(ranked[0][1])
+    for place, sentence in ranked[1:]:  # the most relevant first, as many as fit whole
+        if size + 1 + len(sentence) <= max_chars:
+            kept.append((place, sentence))
+            size += 1 + len(sentence)
+    quote = " ".join(sentence for _, sentence in sorted(kept))
     if len(quote) <= max_chars:
         return quote
     cut = quote[: max_chars - 1]
-    head = cut.rsplit(None, 1)[0] if quote[max_chars - 1] != " " and " " in cut else cut
-    return head.rstrip(" ,;:.") + "…"
+    if not (quote[max_chars - 1].isspace() or cut[-1].isspace()) and " " in cut.strip():  # inside a word: to its start
+        cut = cut.rsplit(None, 1)[0]
+    return cut.rstrip(" ,;:.") + "…"
 
 
 @lru_cache(maxsize=PASSAGES_QUOTED_KEPT)

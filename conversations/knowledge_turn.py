@@ -334,7 +334,7 @@ def knowledge_settle(use: KnowledgeUse, answer: str, *, answered: bool, language
         return Settled(answer, "", metadata)
     citations = [
         {**_row(passage), "number": number, "link": document_link(passage.hit.document_id)}
-        | {"quote": quote_of(passage.hit.text, use.question, max_chars=QUOTE_MAX_CHARS)}
+        | {"quote": quote_of(passage.hit.text, use.question, heading=passage.hit.heading, max_chars=QUOTE_MAX_CHARS)}
         for number, passage in cited
     ]
     # The customer reads the titles; the link (the admin's page of the document) is the business's, in the metadata.

@@ -373,9 +373,48 @@ def test_a_quote_too_long_keeps_its_whole_sentences_and_a_sentence_cut_ends_at_a
     question = "when does delivery of orders arrive?"
 
     assert quote_of(passage, question, max_chars=150) == (
-        "Orders placed before 2 pm ship the same working day. Express delivery arrives the next working day, "
-        "anywhere in the capital."
+        "Express delivery arrives the next working day, anywhere in the capital. Standard delivery takes three to "
+        "five working days."
     )
     cut = quote_of(passage, question, max_chars=30)
-    assert cut == "Orders placed before 2 pm…"
+    assert cut == "Express delivery arrives the…"  # the sentence that holds the most of the question
     assert len(cut) <= 30
+
+
+def test_a_quote_too_long_for_every_sentence_keeps_the_one_that_answers_the_question():
+    packages = (
+        "| package | price per day |\n| --- | --- |\n| Passport Americas | R$ 29.90 |\n"
+        "| Passport Europe | R$ 39.90 |\n| Passport World | R$ 59.90 |"
+    )
+
+    assert quote_of(packages, "how much is the passport world package a day?", max_chars=90) == (
+        "package: Passport World; price per day: R$ 59.90."
+    )
+
+
+def test_a_passage_found_by_its_heading_is_quoted_from_its_start_not_from_a_sentence_sharing_a_general_word():
+    passage = (
+        "Use a rede de 5 GHz perto do modem e a de 2,4 GHz nos cômodos distantes. Paredes e espelhos atrapalham o "
+        "sinal. Para medir a velocidade contratada, faça o teste com um computador ligado ao modem por cabo."
+    )
+    heading = "Internet fibra sem conexão ou lenta › Wi-Fi lento"
+    question = "minha internet ta muito lenta no quarto, o que eu faço"
+
+    assert relevant_sentences(passage, question) == [  # "faço", "faça": the one word a sentence holds
+        "Para medir a velocidade contratada, faça o teste com um computador ligado ao modem por cabo."
+    ]
+    assert relevant_sentences(passage, question, heading=heading)[0] == (
+        "Use a rede de 5 GHz perto do modem e a de 2,4 GHz nos cômodos distantes."
+    )
+
+
+def test_the_sentences_quoted_are_the_ones_whose_words_of_the_question_weigh_most_in_the_passages_order():
+    passage = (
+        "Pague pelo aplicativo. A fatura paga com atraso tem multa de 2 %. Faça o pagamento no Pix. "
+        "Depois de 30 dias de atraso, a linha é suspensa."
+    )
+
+    assert relevant_sentences(passage, "o que acontece se eu pagar a fatura com atraso?", limit=2) == [
+        "A fatura paga com atraso tem multa de 2 %.",
+        "Depois de 30 dias de atraso, a linha é suspensa.",
+    ]
