@@ -446,8 +446,13 @@ def _block_sentences(block: str) -> list[str]:
 
 
 def _text_sentences(text: str) -> list[str]:
-    joined = _BLOCK_MARK.sub("", _LINE_BREAK.sub(" ", text.strip()))
-    return [plain for sentence in _SENTENCE_END.split(joined) if (plain := _plain(sentence))]
+    """A paragraph's sentences; a list item's (or a heading's) text whole: a sentence of an item is about what the
+    item names ("Direct debit: register your account. It applies from the next bill."), quoted without it a
+    fragment."""
+    joined = _LINE_BREAK.sub(" ", text.strip())
+    item = _BLOCK_MARK.sub("", joined, count=1)
+    sentences = [item] if item != joined else _SENTENCE_END.split(joined)
+    return [plain for sentence in sentences if (plain := _plain(sentence))]
 
 
 def _table_sentences(rows: list[str]) -> list[str]:

@@ -418,3 +418,14 @@ def test_the_sentences_quoted_are_the_ones_whose_words_of_the_question_weigh_mos
         "A fatura paga com atraso tem multa de 2 %.",
         "Depois de 30 dias de atraso, a linha é suspensa.",
     ]
+
+
+def test_a_list_item_is_quoted_whole_so_that_a_sentence_of_it_keeps_what_it_is_about():
+    items = (
+        "- **Pix**: scan the QR code in the app. The payment is confirmed within minutes.\n"
+        "- **Direct debit**: register your bank account in My Account. It applies from the next bill."
+    )
+
+    assert relevant_sentences(items, "when does it apply from the next bill?") == [
+        "Direct debit: register your bank account in My Account. It applies from the next bill."
+    ]
