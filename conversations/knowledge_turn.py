@@ -29,7 +29,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.utils.translation import gettext_lazy
 
 from agents.public import (
@@ -41,6 +40,7 @@ from agents.public import (
     relevant_sentences,
 )
 from common.i18n import say
+from common.infra.crossing import on_the_request_thread
 from knowledge.public import Considered, Retrieved, SynonymsHeld, document_link, knowledge_retrieve
 from routing.public import ProfileSpec, SpecialistSpec, small_talk_read
 
@@ -143,7 +143,7 @@ class KnowledgeTool:
         return retrieved
 
     async def _search(self, query: str, language: str) -> Retrieved:
-        return await sync_to_async(knowledge_retrieve)(
+        return await on_the_request_thread(knowledge_retrieve)(
             profile_pk=self.profile_pk,
             tenant_pk=self.tenant_pk,
             query=query,
@@ -241,7 +241,7 @@ async def knowledge_prepared(
         # specialist's messages. Its model may still search. One that asks a question in general besides ("meu fone
         # parou, tem garantia?") is retrieved.
         return (None if own_request(text) else await tool.before()), tool
-    retrieved = await sync_to_async(knowledge_retrieve)(
+    retrieved = await on_the_request_thread(knowledge_retrieve)(
         profile_pk=profile.pk,
         tenant_pk=tenant_pk,
         query=text,
@@ -269,7 +269,7 @@ async def knowledge_answers(
         return False
     if small_talk_read(text) is not None:
         return False
-    retrieved = await sync_to_async(knowledge_retrieve)(
+    retrieved = await on_the_request_thread(knowledge_retrieve)(
         profile_pk=profile.pk,
         tenant_pk=tenant_pk,
         query=text,
