@@ -6,8 +6,8 @@ coroutine-function checks: about 4 µs), and the message path wrote it inline, s
 again, and every searched message its search. :func:`on_the_request_thread` keeps one wrapper a function: asgiref's
 wrapper holds only the function and its options, and each call works out its thread and context anew, as the
 ``@sync_to_async`` decorator's single wrapper does. Keyed by the function object, so a module-level function patched
-in a test gets a wrapper of its own; for module-level functions only (a bound method or a closure would be kept for
-good).
+in a test gets a wrapper of its own; for the functions of modules and classes only (a bound method or a closure would
+be kept for good).
 
 Pure: imports no app.
 """
