@@ -254,6 +254,7 @@ def test_a_message_crosses_to_its_thread_twice_never_back_and_its_answer_is_rend
     assert rendered_on == [threading.main_thread().name]
 
 
+@fast_path_only  # STOCK_PATHS: adrf's own dispatch wraps DRF's checks anew
 def test_a_message_makes_no_wrapper_for_its_turns_write_that_an_earlier_message_made(tenant_key, telecom, monkeypatch):
     """asgiref's ``sync_to_async`` wrappers made while messages are served, counted (about 4 µs each to make): the
     turn's write and DRF's checks are given the wrappers made for the process's first message
