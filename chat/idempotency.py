@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -38,6 +37,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.errors import DomainError
+from common.infra.crossing import on_the_request_thread
 from conversations.models import IdempotentRequest
 from conversations.public import ClaimTakenOver, TurnInput, TurnResult
 
@@ -186,7 +186,7 @@ async def idempotent(
     key = idempotency_key(request)
     if key is None:
         return Response(body(await run(data)))
-    claim = await sync_to_async(idempotency_claim)(
+    claim = await on_the_request_thread(idempotency_claim)(
         tenant_pk=data.tenant_pk, endpoint=request.path, key=key, fingerprint=body_fingerprint(request.data)
     )
     if claim.pk is None:
@@ -199,7 +199,9 @@ async def idempotent(
         except ClaimTakenOver as exc:  # a retry took the key over while this turn ran: its turn answers
             raise _error(InProgress, ERROR_IN_PROGRESS) from exc
         except BaseException:
-            await sync_to_async(idempotency_release)(pk=claim.pk)
+            await on_the_request_thread(idempotency_release)(pk=claim.pk)
             raise
-    kept = await sync_to_async(idempotency_store)(pk=claim.pk, status_code=status.HTTP_200_OK, response=body(result))
+    kept = await on_the_request_thread(idempotency_store)(
+        pk=claim.pk, status_code=status.HTTP_200_OK, response=body(result)
+    )
     return Response(kept.response, status=kept.status_code)

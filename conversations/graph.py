@@ -40,7 +40,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 from django.utils.translation import gettext_lazy
@@ -65,6 +64,7 @@ from common.events import emit_safely
 from common.i18n import language_known, say
 from common.infra import tracing
 from common.infra.bus import publish_event
+from common.infra.crossing import on_the_request_thread
 from common.sizes import limit_hit, text_cut
 from conversations import ordering
 from conversations.answer_limit import NOTE_GAP, answer_cut_recorded, answer_stream_bounded
@@ -303,7 +303,7 @@ async def _answered(turn: Turn) -> None:
         turn.agent = PERSON
         return
     decision = turn.decision
-    current = turn.input.snapshot or await sync_to_async(snapshot_current)()
+    current = turn.input.snapshot or await on_the_request_thread(snapshot_current)()
     if decision is not None and decision.is_plan:
         await supervisor_run(turn, current, decision.plan)
         return
@@ -414,7 +414,7 @@ async def supervisor_review(turn: Turn) -> None:
     if turn.escalation.ask is not None:
         return
     single = await _single_turn_review(turn) if turn.input.profile.review_single_turns else None
-    current = turn.input.snapshot or await sync_to_async(snapshot_current)()
+    current = turn.input.snapshot or await on_the_request_thread(snapshot_current)()
     supervision = turn.supervisor
     supervision.review = review_decision(
         supervision.judges, turn.input.profile.judges, side_effects=_side_effects(turn, current)
@@ -487,7 +487,7 @@ async def _single_turn_review(turn: Turn) -> dict[str, Any] | None:
         description = intent.description if intent else step.intent
         return (REVIEW_NOTE.format(intent=step.intent, description=description, agent=answered_by),)
 
-    current = turn.input.snapshot or await sync_to_async(snapshot_current)()
+    current = turn.input.snapshot or await on_the_request_thread(snapshot_current)()
     result = await review_loop(
         PlanResult(partials=[first]),
         run=parts_runner(turn, current, note),
@@ -563,7 +563,7 @@ async def escalation(turn: Turn) -> None:
         intent=route.final_intent or route.active_intent,
         desk=profile.escalation.desk,
     )
-    position = 1 + await sync_to_async(_queue_ahead)(escalation)
+    position = 1 + await on_the_request_thread(_queue_ahead)(escalation)
     turn.escalation.opened, turn.escalation.position = escalation, position
     words = notice("queued", language, position=position)
     turn.answer = f"{turn.answer.strip()}\n\n{words}" if kept else words
@@ -654,7 +654,7 @@ def _answer_as_asked(turn: Turn) -> None:
 async def persist(turn: Turn) -> None:
     _answer_as_asked(turn)
     await stages_settle(turn)
-    turn.store.conversation_pk = await sync_to_async(turn_persist)(turn, stored=stages_stored)
+    turn.store.conversation_pk = await on_the_request_thread(turn_persist)(turn, stored=stages_stored)
     turn_events_publish(turn)
 
 
@@ -782,7 +782,7 @@ async def _turn_run(data: TurnInput, begun: Turn | None) -> TurnResult:
         turn = _turn_new(data)
         # The ticket is taken in a thread that a cancellation cannot stop: a request cancelled meanwhile gives
         # the ticket up once it has been taken (see conversations.ordering for who hands a ticket on).
-        start = asyncio.ensure_future(sync_to_async(turn_start)(turn))
+        start = asyncio.ensure_future(on_the_request_thread(turn_start)(turn))
         try:
             ready = await asyncio.shield(start)
         except asyncio.CancelledError:
@@ -795,7 +795,7 @@ async def _turn_run(data: TurnInput, begun: Turn | None) -> TurnResult:
         if not ready:
             waited = await ordering.ticket_wait(conversation_pk=turn.store.conversation_pk, ticket=turn.store.ticket)
             turn.trace.append({"node": "wait_for_previous_message", "ms": round(waited * 1000, 3)})
-            await sync_to_async(conversation_load)(turn, None)
+            await on_the_request_thread(conversation_load)(turn, None)
         scope = AttachmentScope(tenant=data.tenant_pk, origin=data.origin)
         with usage_counting(turn.model_calls), attachments_for(scope):
             for name, node in HELD_NODES if turn.escalation.held is not None else NODES:
@@ -811,5 +811,7 @@ async def _turn_run(data: TurnInput, begun: Turn | None) -> TurnResult:
     finally:
         if not handed_on:
             store = turn.store
-            await sync_to_async(ordering.ticket_release)(conversation_pk=store.conversation_pk, ticket=store.ticket)
+            await on_the_request_thread(ordering.ticket_release)(
+                conversation_pk=store.conversation_pk, ticket=store.ticket
+            )
     return turn.result()

@@ -49,13 +49,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, InterfaceError, OperationalError, connection, connections
 from django.db.models import F, Field, JSONField
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from common.infra.crossing import on_the_request_thread
 from common.infra.metrics import ticket_wait_observe
 from common.infra.statements import db_value, insert_statement, statement_cursor
 from conversations.models import Conversation
@@ -242,7 +242,7 @@ async def ticket_wait(*, conversation_pk: int, ticket: int) -> float:
     loop = asyncio.get_running_loop()
     started = loop.time()
     pause = POLL_FIRST_SECONDS
-    while not await sync_to_async(ticket_ready)(conversation_pk=conversation_pk, ticket=ticket):
+    while not await on_the_request_thread(ticket_ready)(conversation_pk=conversation_pk, ticket=ticket):
         await asyncio.sleep(pause)
         pause = min(pause * 2, POLL_MAX_SECONDS)
     waited = loop.time() - started

@@ -6,7 +6,8 @@
   credentials in the query string (``?key=``, ``token=``, ``sig=``, ``api_key=``…) become ``***``; bearer tokens
   become ``***``; personal data (CPF, CNPJ, card, e-mail, phone) becomes the labels the engine stores
   (``[PHONE]``, ``[CARD ••••1111]``), found by the engine's own detectors (:func:`common.masking.redact`).
-  A line with no digit, ``@``, ``=`` or token word is let through untouched, so the per-request lines cost one scan.
+  A line with no digit, ``@``, ``=`` or token word is let through untouched, so the per-request lines cost one scan;
+  so is one whose digits make no number the detectors accept (:func:`nothing_to_mask`: an access line).
   Measured (``bench/log_redaction_cost.py``, a loaded 2-core machine): the URL step costs 2–4 µs on an HTTP
   client's request line, 9–22 µs when the URL has credentials to mask; the whole filter 23–70 µs a line with
   digits (mostly the personal-data detectors), 1–3 µs a line with nothing to look at; writing a line costs a
@@ -39,13 +40,34 @@ _SECRET_QUERY = re.compile(
 # What a line needs before the detectors run: a digit or "@" (personal data), "=" (a query string), "://" (a URL)
 # or a token word.
 _WORTH_A_LOOK = re.compile(r"[\d@=]|://|Bearer|Basic|Token")
+# What every step of :func:`redact_line` but the numbers' needs somewhere in a line: the e-mail detector an "@", the
+# query's credentials an "=", the URLs "://", the bearer tokens their word, a placeholder of the engine's "[".
+_MARKS = ("@", "=", "://", "[", "Bearer", "Basic", "Token")
+# A number the detectors accept (phone, CPF, CNPJ, card) holds 8 digits or more and nothing but digits and these
+# separators; in an ASCII line with them deleted and every digit read as 0, it is eight 0s in a row.
+_NUMBER_SEPARATORS = b" .()/+-"
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_EIGHT_DIGITS = b"00000000"
 # Loggers whose formatter reads the record's arguments one by one (uvicorn's AccessFormatter): cleaned in place.
 _ARGUMENT_LOGGERS = frozenset({"uvicorn.access"})
 
 
+def nothing_to_mask(text: str) -> bool:
+    """Whether :func:`redact_line` would leave ``text`` as it is, known without running a detector: an ASCII line with
+    none of :data:`_MARKS` and no run of digits and number separators holding 8 digits. The detectors' patterns consume
+    only digits and :data:`_NUMBER_SEPARATORS` for a number and accept none of fewer than 8 digits (a phone 8–15, a CPF
+    11, a CNPJ 14, a card 13–19), so no number is found there; the other steps need a mark. An access line
+    (``127.0.0.1:51234 - "POST /v1/… HTTP/1.1" 200``: its runs hold 6, 5, 2 and 3 digits) is answered here: the
+    filter takes 3.2 µs a record instead of 12.9 (in process, a record made and filtered). A line with non-ASCII text
+    (other scripts' digits) goes to the detectors."""
+    if not text.isascii() or any(mark in text for mark in _MARKS):
+        return False
+    return _EIGHT_DIGITS not in text.encode("ascii").translate(_DIGITS_AS_ZERO, _NUMBER_SEPARATORS)
+
+
 def redact_line(text: str) -> str:
     """``text`` with URLs' credentials and query values, bearer tokens and personal data replaced."""
-    if not _WORTH_A_LOOK.search(text):
+    if not _WORTH_A_LOOK.search(text) or nothing_to_mask(text):
         return text
     text = endpoints_masked_in(text)
     text = _SECRET_QUERY.sub(lambda match: match.group(1) + SECRET_MASK, text)

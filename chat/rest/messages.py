@@ -31,6 +31,7 @@ from chat.permissions import IsPreviewClient
 from chat.schema_areas import AreaSchema
 from common.errors import error_responses
 from common.infra import stock_paths, tracing
+from common.infra.crossing import on_the_request_thread
 from conversations.public import Turn, TurnInput, TurnResult, run_turn, turn_abandon, turn_begin, turn_detach
 
 logger = logging.getLogger(__name__)
@@ -227,7 +228,9 @@ class MessageApi(MessageBody, AsyncAPIView):
         self.request = request
         self.headers = self.default_response_headers
         try:
-            checked = asyncio.ensure_future(sync_to_async(self.initial)(request, *args, **kwargs))
+            # The class's function, not the bound method: its wrapper is made once (common.infra.crossing).
+            initial = on_the_request_thread(type(self).initial)
+            checked = asyncio.ensure_future(initial(self, request, *args, **kwargs))
             try:
                 await asyncio.shield(checked)
             except asyncio.CancelledError:

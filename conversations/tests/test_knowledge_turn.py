@@ -14,10 +14,10 @@ from agents.knowledge_settings import DEFAULT_MIN_SCORE
 from agents.passages import SEARCH_KNOWLEDGE, passages_read
 from common.i18n import say
 from conversations import knowledge_turn
-from conversations.knowledge_turn import DONT_KNOW, SOURCES
+from conversations.knowledge_turn import DONT_KNOW, SOURCES, KnowledgeUse, knowledge_settle
 from knowledge.models import KnowledgeSource
-from knowledge.retrieval import document_link
-from knowledge.search import PASSAGE_TABLE
+from knowledge.retrieval import Considered, Retrieved, document_link
+from knowledge.search import PASSAGE_TABLE, Hit
 from knowledge.services import document_ingest
 from releases.versions import version_publish
 from routing.documents import profile_documents
@@ -413,3 +413,27 @@ def test_a_no_to_the_permission_question_said_twice_moves_nothing_and_is_not_wha
     citations = (body["metadata"].get("knowledge") or {}).get("citations") or []
     assert "Atendimento" not in [citation["title"] for citation in citations]
     assert "não usei diagnosticar_linha" in body["answer"]
+
+
+def test_a_cited_answers_sources_line_is_translated_once_a_language_and_reads_as_before(monkeypatch):
+    said: list[str | None] = []
+
+    def counted(language, message, /, **values):
+        said.append(language)
+        return say(language, message, **values)
+
+    monkeypatch.setattr(knowledge_turn, "say", counted)
+    knowledge_turn.sources_said.cache_clear()
+    hit = Hit(1, 7, "Plans and internet", "plans.md", "help", "en", "Internet speed", 0, "Up to 500 megabits.", 0.5)
+    use = KnowledgeUse.before(Retrieved((Considered(hit, 1.0, 3, 3),), 0.2), "fibre plan speed?", tools_offered=False)
+
+    settled = [
+        knowledge_settle(use, "Up to 500 megabits [1].", answered=True, language=language)
+        for language in ("pt", "pt", "es", "pt", "xx")
+    ]
+
+    assert said == ["pt", "es"]  # "xx" is said in the default language, pt
+    expected = [say(language, SOURCES) for language in ("pt", "pt", "es", "pt", "xx")]
+    assert [part.answer for part in settled] == [
+        f"Up to 500 megabits [1].\n\n{words} [1] Plans and internet" for words in expected
+    ]

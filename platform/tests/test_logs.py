@@ -7,6 +7,7 @@ import contextlib
 import io
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -17,7 +18,17 @@ from pathlib import Path
 import pytest
 from uvicorn.logging import AccessFormatter
 
-from platform.logs import RedactFilter, TaskResultFilter, redact_line, uvicorn_log_config
+from common.endpoints import endpoints_masked_in
+from common.masking import SECRET_MASK, redact
+from common.personal_data import DETECTORS, PERSONAL_DATA_KINDS
+from platform.logs import (
+    _SECRET_QUERY,
+    RedactFilter,
+    TaskResultFilter,
+    nothing_to_mask,
+    redact_line,
+    uvicorn_log_config,
+)
 from tests.mcp_processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,6 +169,69 @@ def test_a_line_without_digits_or_at_signs_is_left_as_it_is():
 
     assert plain.msg == "Not Found: %s" and plain.args == ("/api/nowhere",)
     assert redact_line("serving platform.asgi") == "serving platform.asgi"
+
+
+def _every_step(text: str) -> str:
+    """What :func:`redact_line` does to a line when it runs every step (the URLs, the query, the detectors)."""
+    text = _SECRET_QUERY.sub(lambda match: match.group(1) + SECRET_MASK, endpoints_masked_in(text))
+    return str(redact(text))
+
+
+def test_an_access_line_with_nothing_to_mask_runs_no_detector_and_is_written_as_before(monkeypatch):
+    redacted = []
+
+    def counted(obj):
+        redacted.append(obj)
+        return redact(obj)
+
+    monkeypatch.setattr("platform.logs.redact", counted)
+    formatter = AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s', use_colors=False)
+    args = ("127.0.0.1:51234", "POST", "/v1/agents/telecom_contas/messages", "1.1", 200)
+
+    line = written(record("uvicorn.access", '%s - "%s %s HTTP/%s" %d', args), formatter)
+
+    assert redacted == []
+    assert line.strip() == '127.0.0.1:51234 - "POST /v1/agents/telecom_contas/messages HTTP/1.1" 200 OK'
+    phoned = ("127.0.0.1:51234", "GET", "/api/call:11987654321", "1.1", 404)
+    line = written(record("uvicorn.access", '%s - "%s %s HTTP/%s" %d', phoned), formatter)
+    assert len(redacted) == 2  # the line, then its path (its arguments cleaned one by one)
+    assert line.strip() == '127.0.0.1:51234 - "GET /api/call:[PHONE] HTTP/1.1" 404 Not Found'
+
+
+def test_a_line_said_to_hold_nothing_to_mask_is_one_every_step_leaves_as_it_is():
+    generator = random.Random(60)
+    alphabet = "0123456789" * 3 + " .()/+-" * 2 + ':"_aZxé@=[#?&' + "\n"
+
+    def number() -> str:  # digits in groups, as a phone, a CPF or a card is written, 5 to 16 of them
+        groups = [str(generator.randrange(10**size)).zfill(size) for size in generator.choices((1, 2, 3, 4), k=5)]
+        text = "".join(group + generator.choice(("", " ", "-", ".", ") ", "/")) for group in groups)
+        return generator.choice(("", "+", "(")) + text[: generator.randint(5, 22)]
+
+    lines = ["".join(generator.choice(alphabet) for _ in range(generator.randint(1, 40))) for _ in range(20_000)] + [
+        f"ligue {number()} hoje" for _ in range(20_000)
+    ]
+    lines += [
+        "ligue +1 234 5678 hoje",  # a phone of 8 digits: the shortest number a detector accepts
+        "ligue +1 234 567 hoje",
+        "cpf 529.982.247-25 ok",
+        "cnpj 11.222.333/0001-81",
+        "card 4111 1111 1111 1111",
+        "(11) 98765-4321",
+        "[CPF_1] said",
+        "Authorization: Bearer abcdefghijkl",
+        "GET http://user:pw@host/x?token=1",
+        '192.168.100.200:54321 - "GET / HTTP/1.1" 200',
+    ]
+    quiet = [line for line in lines if nothing_to_mask(line)]
+
+    assert {kind for kind, _pattern, _accept in DETECTORS} == set(PERSONAL_DATA_KINDS)  # the detectors it reasons on
+    assert [line for line in quiet if _every_step(line) != line] == []
+    assert [line for line in lines if redact_line(line) != _every_step(line)] == []
+    # Both sides are there: lines told apart by the digits alone, and numbers found one digit past the bound.
+    assert 5_000 < len(quiet) < len(lines) - 5_000
+    assert sum(_every_step(line) != line for line in lines) > 2_000
+    assert not nothing_to_mask("ligue +1 234 5678 hoje") and nothing_to_mask("ligue +1 234 567 hoje")
+    assert not nothing_to_mask('192.168.100.200:54321 - "GET / HTTP/1.1" 200')  # 12 digits in a run: detectors
 
 
 def test_the_success_line_of_a_task_keeps_name_id_and_time_but_not_the_result():
