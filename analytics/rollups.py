@@ -87,8 +87,8 @@ class Fact:
                 if expr is not None and (needed is None or name in needed)
             }
         )
-        # The tenant of a message, decision or tool call is its conversation's: a join, for the reads that need it
-        # (a build groups by it; a read filters by the path itself, see _scoped).
+        # A fact whose rows do not repeat the tenant would join it (a build groups by it; a read filters by the path
+        # itself, see _scoped).
         scope = (("tenant_id", self.tenant), ("profile_id", self.profile))
         computed.update({name: F(path) for name, path in scope if path != name and (needed is None or name in needed)})
         return rows.annotate(**computed)
@@ -101,18 +101,17 @@ _FIRST_VERSION = Subquery(
     .order_by("created_at", "id")
     .values("routing_version")[:1]
 )
-# Messages and route decisions are counted under their conversation's language as it is now: a conversation whose
-# language changes has its closed days summed again (analytics.services.conversation_counted_again).
-_LANGUAGE = F("conversation__language")
-
+# Messages, route decisions and tool calls repeat their turn's tenant (conversations migration 0030), and messages and
+# route decisions the language their turn was read in, which they are counted under: a live day's read joins no
+# conversation. A conversation is counted under its language as it is now.
 
 MESSAGES = Fact(
     name="messages",
     rollup=DailyMessages,
     source=Message.objects.all,
-    tenant="conversation__tenant_id",
+    tenant="tenant_id",
     profile="profile_id",  # repeated on the message (conversations migration 0007)
-    dimensions={"cohort": None, "routing_version": None, "role": None, "agent": None, "language": _LANGUAGE},
+    dimensions={"cohort": None, "routing_version": None, "role": None, "agent": None, "language": None},
     measures={
         "n": Count("*"),
         "latency_sum": Sum("latency_ms", default=0.0),
@@ -125,7 +124,7 @@ LATENCIES = Fact(
     name="latencies",
     rollup=DailyLatencies,
     source=lambda: Message.objects.filter(role=MessageRole.ASSISTANT, latency_ms__isnull=False),
-    tenant="conversation__tenant_id",
+    tenant="tenant_id",
     profile="profile_id",
     dimensions={"cohort": None, "routing_version": None, "bucket": latency_bucket()},
     measures={"n": Count("*")},
@@ -134,17 +133,17 @@ ROUTE_METHODS = Fact(
     name="route_methods",
     rollup=DailyRouteMethods,
     source=RouteDecisionRecord.objects.all,
-    tenant="conversation__tenant_id",
+    tenant="tenant_id",
     # Route decisions and tool calls carry their turn's profile, cohort and routing version (conversations 0008).
     profile="profile_id",
-    dimensions={"method": None, "cohort": None, "routing_version": None, "language": _LANGUAGE},
+    dimensions={"method": None, "cohort": None, "routing_version": None, "language": None},
     measures={"n": Count("*")},
 )
 TOOL_CALLS = Fact(
     name="tool_calls",
     rollup=DailyToolCalls,
     source=ToolCall.objects.all,
-    tenant="conversation__tenant_id",
+    tenant="tenant_id",
     profile="profile_id",
     dimensions={"tool": None, "server": None, "status": None, "cohort": None, "routing_version": None},
     measures={"n": Count("*"), "latency_sum": Sum("latency_ms", default=0.0)},

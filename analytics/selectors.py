@@ -579,8 +579,9 @@ def language_mix(
 
     ``conversations`` are those created in the window; ``messages`` (user messages), ``answers`` (assistant
     ones, their judge scores averaged) and ``routed`` (stored route decisions, ``fallbacks`` those the fallback
-    made, their share ``fallback_rate_percentage``) those of the window, each under its conversation's language
-    as it is now (a conversation whose language changed counts every message under the new one).
+    made, their share ``fallback_rate_percentage``) those of the window, each under the language its turn was read
+    in (the conversation's when the turn was written: a conversation that changes language keeps its earlier
+    messages under the earlier one); ``conversations`` under their language as it is now.
     """
     window = window_open(start, end)
     scope = _scope(tenant_id, profile_id, cohort, version)

@@ -5,8 +5,8 @@ dated that day any more. :func:`rollup_build` sums closed days into the daily ta
 selectors call it for the closed days of the window they read (the first read after midnight sums yesterday),
 and ``manage.py rollup_analytics`` does it ahead of time. Rows are never dated back, but a closed day's
 totals can still go stale: a cleared session deletes its messages, a conversation counted on the day it
-was created may later change cohort or have its first move of a kind, and one whose language changes has its
-messages and route decisions of every day since counted under the new one. Those writers send the conversation
+was created may later change cohort or language or have its first move of a kind (its messages and route decisions
+keep the language their turn was read in). Those writers send the conversation
 store's signals (:mod:`conversations.signals`) in their own transaction, and :class:`analytics.apps.AnalyticsConfig`
 connects them to :func:`conversation_counted_again` and :func:`rollup_days_unseal`: nobody imports the
 analytics. The day is read from its rows until it is built again.
@@ -102,10 +102,10 @@ def _unsealable() -> QuerySet[RollupDay]:
 
 
 def conversation_counted_again(created_at: dt.datetime | None, *, every_day: bool = False) -> None:
-    """A conversation changed what it is counted under (its cohort, or the kinds of move it has had): unseal
-    the day it was created, if that day may be summed already. ``every_day``: what its messages and route
-    decisions are counted under changed too (its language), so every closed day since then is unsealed. Call
-    in the transaction that changes it."""
+    """A conversation changed what it is counted under (its cohort, language, or the kinds of move it has had):
+    unseal the day it was created, if that day may be summed already. ``every_day``: what its rows of every day are
+    counted under changed too, so every closed day since then is unsealed. Call in the transaction that changes
+    it."""
     if created_at is None:
         return
     day = created_at.astimezone(dt.UTC).date()

@@ -723,7 +723,7 @@ class Simulator:
                     kinds[HandoffKind.HUMAN] += moves
                 continue
             number += 1
-            record = self._record(row, who, number, step)
+            record = self._record(row, who, number, step, left.language)
             rows = turn_rows(record)
             _conversation_turn(row, record, left, rows)
             _stamp(rows, at)
@@ -803,8 +803,9 @@ class Simulator:
 
     # -- what a turn stores ------------------------------------------------------------
 
-    def _record(self, row: Conversation, who: _Who, number: int, turn: _Turn) -> TurnRecord:
-        """The turn as the graph's ``turn_record`` would give it: its answer's metadata, latency and score."""
+    def _record(self, row: Conversation, who: _Who, number: int, turn: _Turn, language: str) -> TurnRecord:
+        """The turn as the graph's ``turn_record`` would give it: its answer's metadata, latency and score, and the
+        conversation's language after it (``language``)."""
         decision, trace = turn.decision, self._trace(turn)
         score: float | None = None
         judges: dict[str, Any] = {}  # a person's turn is not judged
@@ -842,6 +843,7 @@ class Simulator:
             metadata=metadata,
             cohort=who.cohort,
             routing_version=who.catalogue.spec.version,  # the released version that served it, as the graph records
+            language=language,
             channel=who.channel,
             user_id=who.user_id,
             latency_ms=round(sum(node["ms"] for node in trace), 3),

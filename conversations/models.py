@@ -15,7 +15,20 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
+from conversations.side_models import A2ATask as A2ATask
+from conversations.side_models import CustomerErasure as CustomerErasure
+from conversations.side_models import CustomerFact as CustomerFact
+from conversations.side_models import FactSource as FactSource
+
 COHORT_HELP = "Which side of the multi_agent flag answered: multi_agent, single_agent, or blank (not decided)."
+
+# The turn's tenant and language on its rows (conversations migration 0030), as agent_handoffs repeats the tenant:
+# the analytics read the live day's messages, route decisions and tool calls by tenant and language from their own
+# indexes, without joining each row to its conversation.
+TURN_LANGUAGE_HELP = (
+    "The conversation's language when the turn was written (what the customer was read and answered in); blank: none "
+    "told yet. The analytics count the row under it."
+)
 
 
 class Outcome(models.TextChoices):
@@ -140,16 +153,20 @@ class Conversation(models.Model):
         db_table = "routing_conversation"
         ordering = ["-updated_at"]
         # The analytics' indexes (analytics/selectors.py) carry every column those queries read, so PostgreSQL
-        # answers from the index alone: conversations created in a window per tenant, profile and cohort, and
-        # the ids of a tenant's conversations that messages, decisions and tool calls are joined to.
+        # answers from the index alone: conversations created in a window per tenant, profile and cohort (with their
+        # language: language_mix), and the ids of a tenant's conversations that other reads join to. The language is
+        # in an index already changing it, so a turn that changes it was never a HOT update.
         indexes = [
             models.Index(fields=["tenant", "-updated_at"], name="conversation_tenant_recent"),
-            models.Index(fields=["tenant", "created_at", "profile", "cohort"], name="conversation_tenant_window"),
-            models.Index(fields=["created_at", "tenant", "profile", "cohort"], name="conversation_window"),
+            models.Index(
+                fields=["tenant", "created_at", "profile", "cohort"],
+                include=["language"],
+                name="conversation_tenant_window",
+            ),
+            models.Index(
+                fields=["created_at", "tenant", "profile", "cohort"], include=["language"], name="conversation_window"
+            ),
             models.Index(fields=["tenant", "profile", "id", "cohort"], name="conversation_tenant_ids"),
-            # The language (and tenant) today's messages and route decisions are counted under (analytics'
-            # language_mix): their join reads this narrow index, by id, never the conversation's wide row.
-            models.Index(fields=["id"], include=["tenant", "language"], name="conversation_language"),
             # The periodic close (conversations.outcomes): a profile's open conversations (closed ones leave the
             # index); which are idle is read from turn_started_at, left out so that a turn's update stays HOT.
             models.Index(fields=["profile", "created_at"], condition=models.Q(outcome=""), name="conversation_open"),
@@ -201,6 +218,11 @@ class Message(models.Model):
     profile = models.ForeignKey(
         "agents.AgentProfile", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
     )
+    # No index of its own: message_tenant_window leads with it. Nullable: added without a table rewrite (0030).
+    tenant = models.ForeignKey(
+        "tenants.Tenant", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
+    )
+    language = models.CharField(max_length=8, blank=True, help_text=TURN_LANGUAGE_HELP)
     # Kept apart from metadata on answers, so the analytics average them in the database.
     latency_ms = models.FloatField(null=True, blank=True, help_text="An answer: the turn's time in the graph.")
     judge_score = models.FloatField(null=True, blank=True, help_text="An answer: the rule-based judge's score.")
@@ -223,17 +245,24 @@ class Message(models.Model):
             models.Index(fields=["conversation", "created_at"], name="message_conversation_time"),
             # The analytics (covering, see Conversation): answers per specialist and cohort, user messages per cohort.
             # The live day's reads filter by profile and routing version too: included, so they read no table row.
+            # The live day of every tenant (a staff read) by time; of one tenant (an API key) by tenant, role and time,
+            # the index a tenant's delete reads too. Both hold the turn's tenant and language: no conversation read.
             models.Index(
                 fields=["created_at", "agent", "cohort", "latency_ms", "judge_score", "conversation"],
-                include=["profile", "routing_version"],
+                include=["profile", "routing_version", "tenant", "language"],
                 condition=models.Q(role="assistant"),
                 name="message_answer_window",
             ),
             models.Index(
                 fields=["created_at", "cohort", "conversation"],
-                include=["profile", "routing_version", "latency_ms", "judge_score"],
+                include=["profile", "routing_version", "latency_ms", "judge_score", "tenant", "language"],
                 condition=models.Q(role="user"),
                 name="message_user_window",
+            ),
+            models.Index(
+                fields=["tenant", "role", "created_at"],
+                include=["agent", "cohort", "profile", "routing_version", "latency_ms", "judge_score", "language"],
+                name="message_tenant_window",
             ),
             # A rollout plan's cohorts: one profile's turns of one version, in a window (releases.rollout.guard),
             # covering what the guard counts so that its query reads no table row; failed parts apart (PART_FAILED).
@@ -249,7 +278,7 @@ class Message(models.Model):
             # those whose turn called more than one model apart, their tokens split by model when read.
             models.Index(
                 fields=["created_at"],
-                include=["profile", "conversation", "llm_model", "prompt_tokens", "completion_tokens"],
+                include=["profile", "tenant", "llm_model", "prompt_tokens", "completion_tokens"],
                 condition=models.Q(role="assistant", other_models=False),
                 name="message_usage_window",
             ),
@@ -271,12 +300,19 @@ class Message(models.Model):
         return f"{self.role}: {self.content[:60]}"
 
     def save(self, *args, **kwargs) -> None:
-        # Derived column, not business logic: the conversation's profile, when the writer did not say it (the
-        # turn's rows always do, in bulk; a message saved one by one costs one read).
-        if self.profile_id is None and self.conversation_id is not None:
-            self.profile_id = (
-                Conversation.objects.filter(pk=self.conversation_id).values_list("profile_id", flat=True).first()
+        # Derived columns, not business logic: the conversation's profile, tenant and language, when the writer did
+        # not say them (the turn's rows always do, in bulk; a message saved one by one costs one read).
+        if self.conversation_id is not None and (self.profile_id is None or self.tenant_id is None):
+            found = (
+                Conversation.objects.filter(pk=self.conversation_id)
+                .values_list("profile_id", "tenant_id", "language")
+                .first()
             )
+            if found is not None:
+                profile, tenant, language = found
+                self.profile_id = self.profile_id if self.profile_id is not None else profile
+                if self.tenant_id is None:
+                    self.tenant_id, self.language = tenant, self.language or language
         super().save(*args, **kwargs)
 
 
@@ -307,6 +343,11 @@ class RouteDecisionRecord(models.Model):
     )
     cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
     routing_version = models.PositiveIntegerField(null=True, blank=True)
+    # No index of its own: decision_tenant_window leads with it. Nullable: added without a table rewrite (0030).
+    tenant = models.ForeignKey(
+        "tenants.Tenant", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
+    )
+    language = models.CharField(max_length=8, blank=True, help_text=TURN_LANGUAGE_HELP)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -321,8 +362,13 @@ class RouteDecisionRecord(models.Model):
             # The analytics' routing-method mix (covering, see Conversation).
             models.Index(
                 fields=["created_at", "method", "conversation"],
-                include=["profile", "cohort", "routing_version"],
+                include=["profile", "cohort", "routing_version", "tenant", "language"],
                 name="decision_window_method",
+            ),
+            models.Index(
+                fields=["tenant", "created_at"],
+                include=["method", "profile", "cohort", "routing_version", "language"],
+                name="decision_tenant_window",
             ),
         ]
 
@@ -365,6 +411,10 @@ class ToolCall(models.Model):
     )
     cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
     routing_version = models.PositiveIntegerField(null=True, blank=True)
+    # No index of its own: toolcall_tenant_window leads with it. Nullable: added without a table rewrite (0030).
+    tenant = models.ForeignKey(
+        "tenants.Tenant", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -379,7 +429,13 @@ class ToolCall(models.Model):
             # The analytics' per-tool figures (covering, see Conversation).
             models.Index(
                 fields=["created_at", "tool", "server", "status", "latency_ms", "conversation"],
+                include=["tenant", "profile", "cohort", "routing_version"],
                 name="toolcall_window",
+            ),
+            models.Index(
+                fields=["tenant", "created_at"],
+                include=["tool", "server", "status", "latency_ms", "profile", "cohort", "routing_version"],
+                name="toolcall_tenant_window",
             ),
         ]
 
@@ -600,11 +656,24 @@ class GoalStepRun(models.Model):
 
 
 def turn_columns_fill(row: RouteDecisionRecord | ToolCall) -> None:
-    """Derived columns, not business logic: a decision's or tool call's profile, cohort and routing version from its
-    conversation and message, when the writer did not say them (the turn's rows always do, in bulk)."""
-    if row.profile_id is not None or row.conversation_id is None:
+    """Derived columns, not business logic: a decision's or tool call's profile, tenant, language (a decision's),
+    cohort and routing version from its conversation and message, when the writer did not say them (the turn's rows
+    always do, in bulk)."""
+    if row.conversation_id is None or (row.profile_id is not None and row.tenant_id is not None):
         return  # the writer said them (a blank cohort and no version are values too: a draft's turn)
-    row.profile_id = Conversation.objects.filter(pk=row.conversation_id).values_list("profile_id", flat=True).first()
+    found = (
+        Conversation.objects.filter(pk=row.conversation_id).values_list("profile_id", "tenant_id", "language").first()
+    )
+    if found is None:
+        return
+    said, (profile, tenant, language) = row.profile_id is not None, found
+    if row.tenant_id is None:
+        row.tenant_id = tenant
+        if isinstance(row, RouteDecisionRecord):
+            row.language = row.language or language
+    if said:
+        return
+    row.profile_id = profile
     if row.message_id is not None and not row.cohort and row.routing_version is None:
         turn = Message.objects.filter(pk=row.message_id).values_list("cohort", "routing_version").first()
         if turn is not None:
@@ -821,95 +890,3 @@ class ExternalDeskEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} → {self.desk}"
-
-
-class A2ATask(models.Model):
-    """A task of the A2A face (chat/a2a.py): one turn of a conversation as the Agent2Agent protocol names it, kept
-    as the protocol's JSON so that ``tasks/get`` answers from any process. Owned by the tenant whose key made it and
-    the profile it was sent to: another tenant's key, or another profile's address, never finds it."""
-
-    task_id = models.CharField(max_length=100, unique=True)
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="a2a_tasks")
-    agent_id = models.CharField(max_length=64)
-    context_id = models.CharField(max_length=200, help_text="The A2A contextId: the conversation's session id.")
-    state = models.CharField(max_length=40, help_text="The task's state as the protocol names it.")
-    document = models.JSONField(help_text="The task (status, history, artifacts) as the protocol's JSON.")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        verbose_name = "A2A task"
-        indexes = [
-            models.Index(fields=["tenant", "agent_id", "context_id", "-updated_at"], name="a2a_task_context"),
-            models.Index(fields=["tenant", "agent_id", "-updated_at"], name="a2a_task_recent"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.agent_id} {self.task_id}"
-
-
-class CustomerErasure(models.Model):
-    """One erasure of a customer's data (:mod:`conversations.customer_data.erasure`), recorded without the data: the
-    tenant, the customer as a keyed pseudonym (never the id), who asked and when, and how many rows of each model
-    were erased. Written once; an erasure that found nothing writes none."""
-
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
-    customer = models.CharField(
-        max_length=64, help_text="The user id's keyed pseudonym (user:…, email:…), the same for the same id."
-    )
-    actor = models.CharField(max_length=200, help_text='"api key: <name>", "staff: <username>" or "manage.py (…)".')
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    counts = models.JSONField(default=dict, help_text="Rows erased per model (deleted or anonymised).")
-    erased_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["-erased_at", "-id"]
-        indexes = [models.Index(fields=["tenant", "customer"], name="customer_erasure_tenant")]
-
-    def __str__(self) -> str:
-        return f"{self.customer} ({self.erased_at:%Y-%m-%d})"
-
-
-class FactSource(models.TextChoices):
-    TOLD = "told", "Told by the customer"  # "remember that …"
-    SAVED = "saved", "Saved by a specialist"  # the built-in remember tool
-    EDITED = "edited", "Written by staff"
-    EXTRACTED = "extracted", "Read from a conversation"  # the summary's rewrite, where the profile allows
-
-
-class CustomerFact(models.Model):
-    """One thing the platform remembers about one end user of one tenant, across their sessions
-    (:mod:`conversations.memory`): its text (masked as stored messages are), where it came from, and until when it
-    holds. Never read across tenants: every read names the tenant."""
-
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
-    user_id = models.CharField(max_length=200, help_text="The end user's id as the conversations keep it.")
-    text = models.TextField(
-        help_text="What to remember, as the customer or a specialist put it (personal data masked)."
-    )
-    source = models.CharField(max_length=16, choices=FactSource.choices, default=FactSource.TOLD)
-    agent = models.CharField(
-        max_length=64,
-        blank=True,
-        help_text="The specialist that saved it; blank: the customer told the platform. Where a profile does not "
-        "share memory between its specialists, a specialist reads only its own facts and the customer's.",
-    )
-    source_message = models.ForeignKey(
-        "conversations.Message",
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="+",
-        help_text="The customer's message it came from.",
-    )
-    created_at = models.DateTimeField(default=timezone.now)
-    expires_at = models.DateTimeField(null=True, blank=True, help_text="When it stops being used; blank: never.")
-
-    class Meta:
-        ordering = ["created_at", "id"]
-        indexes = [models.Index(fields=["tenant", "user_id", "created_at"], name="customer_fact_customer")]
-
-    def __str__(self) -> str:
-        return self.text[:80]

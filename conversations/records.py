@@ -81,6 +81,7 @@ class TurnRecord:
     other_models: bool = False  # some calls of the turn went to another model (agents.usage.other_models)
     cohort: str = ""
     routing_version: int | None = None  # the published version that served the turn (None: a draft)
+    language: str = ""  # the conversation's language after the turn, as LiveState's ("": none told yet)
     channel: str = "api"
     user_id: str = ""
     client_metadata: Mapping[str, str] = field(default_factory=dict)  # kept with the customer's message
@@ -188,6 +189,7 @@ def turn_rows(record: TurnRecord) -> TurnRows:
                 result=call["result"],
                 error=call["error"] or "",
                 profile_id=record.profile_id,
+                tenant_id=record.tenant_id,
                 cohort=record.cohort,
                 routing_version=record.routing_version,
             )
@@ -215,14 +217,15 @@ def _message_rows(record: TurnRecord) -> list[Message]:
     result), each specialist's part of a supervisor turn (role ``agent``, step = round + 1), the answer (unless the
     turn gives none: a person holds the conversation)."""
     conversation, cohort, version = record.conversation_id, record.cohort, record.routing_version
-    profile = record.profile_id
+    # The turn's columns every message of it repeats (the analytics read them without the conversation).
+    turn = {"profile_id": record.profile_id, "tenant_id": record.tenant_id, "language": record.language}
     user = row_new(
         Message,
         conversation_id=conversation,
         role=MessageRole.USER,
         cohort=cohort,
         routing_version=version,
-        profile_id=profile,
+        **turn,
         content=record.text,
         metadata={
             "channel": record.channel,
@@ -237,7 +240,7 @@ def _message_rows(record: TurnRecord) -> list[Message]:
             role=MessageRole.SYSTEM,
             cohort=cohort,
             routing_version=version,
-            profile_id=profile,
+            **turn,
             agent=agent,
             content=note,
             metadata={"kind": RESULT_NOTE_KIND},
@@ -251,7 +254,7 @@ def _message_rows(record: TurnRecord) -> list[Message]:
             role=MessageRole.AGENT,
             cohort=cohort,
             routing_version=version,
-            profile_id=profile,
+            **turn,
             agent=part.agent,
             content=part.answer or gap_text(part.status),
             step=part.round + 1,
@@ -265,7 +268,7 @@ def _message_rows(record: TurnRecord) -> list[Message]:
         role=MessageRole.ASSISTANT,
         cohort=cohort,
         routing_version=version,
-        profile_id=profile,
+        **turn,
         latency_ms=record.latency_ms,
         judge_score=record.judge_score,
         prompt_tokens=record.prompt_tokens,
@@ -300,6 +303,8 @@ def _decision_row(record: TurnRecord) -> RouteDecisionRecord | None:
         mcp_tools=decision.mcp_tools,
         metadata=decision.metadata,
         profile_id=record.profile_id,
+        tenant_id=record.tenant_id,
+        language=record.language,
         cohort=record.cohort,
         routing_version=record.routing_version,
     )
@@ -345,8 +350,8 @@ class CountedAs:
     language: str = ""
 
     def relanguaged(self, live: LiveState) -> bool:
-        """The turn changes the language of a conversation that has rows on an earlier UTC day than today's (rows
-        of today only are counted from the rows themselves until the day closes)."""
+        """The turn changes the language of a conversation created on an earlier UTC day than today's (a
+        conversation of today is counted from the rows themselves until the day closes)."""
         if not live.language or live.language == self.language or self.created_at is None:
             return False
         return self.created_at.astimezone(dt.UTC).date() < timezone.now().astimezone(dt.UTC).date()
@@ -447,8 +452,9 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
             if rows.backend_calls:
                 BackendCall.objects.bulk_create(rows.backend_calls)
             if recounted:
-                # The conversation is counted on the day it was created, under its cohort and kinds of move.
-                conversation_recounted.send(sender=Conversation, created_at=counted.created_at, every_day=relanguaged)
+                # The conversation is counted on the day it was created, under its cohort, kinds of move and language
+                # (its messages and route decisions keep the language their turn was read in: no other day changes).
+                conversation_recounted.send(sender=Conversation, created_at=counted.created_at)
         return rows
     finally:
         if not connection.in_atomic_block:

@@ -210,14 +210,14 @@ def answers_usage_by_day(
     day and model: a values query of ``{tenant_id, profile_id, day, model, answers, prompt_tokens,
     completion_tokens}``, unordered.
 
-    Read in the database on the covering index ``message_usage_window`` (such answers by time, with profile,
-    conversation, model and tokens), joined to the conversations for their tenant; answers no model wrote (a
-    blocked message) are left out. ``tenant_id`` ``None``: every tenant (the caller decides who may).
+    Read in the database on the covering index ``message_usage_window`` (such answers by time, with tenant,
+    profile, model and tokens); answers no model wrote (a blocked message) are left out. ``tenant_id`` ``None``:
+    every tenant (the caller decides who may).
     """
     return (
         _answers_in(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id)
         .filter(other_models=False)
-        .annotate(day=TruncDate("created_at", tzinfo=dt.UTC), tenant_id=F("conversation__tenant_id"))
+        .annotate(day=TruncDate("created_at", tzinfo=dt.UTC))
         .values("tenant_id", "profile_id", "day", model=F("llm_model"))
         .annotate(answers=Count("*"), prompt_tokens=Sum("prompt_tokens"), completion_tokens=Sum("completion_tokens"))
         .order_by()
@@ -257,7 +257,7 @@ def usage_by_day(
         _answers_in(start=start, end=end, tenant_id=tenant_id, profile_id=profile_id)
         .filter(other_models=True)
         .annotate(day=TruncDate("created_at", tzinfo=dt.UTC))
-        .values_list("conversation__tenant_id", "profile_id", "day", "llm_model", "metadata__usage__calls")
+        .values_list("tenant_id", "profile_id", "day", "llm_model", "metadata__usage__calls")
     )
     for tenant, profile, day, answering, calls in mixed:
         row(tenant, profile, day, answering)["answers"] += 1
@@ -289,7 +289,7 @@ def _answers_in(
     rows = Message.objects.filter(role=MessageRole.ASSISTANT, created_at__gte=start, created_at__lt=end).exclude(
         llm_model=""
     )
-    rows = rows.filter(**tenant_scope_where("conversation__tenant_id", tenant_id))
+    rows = rows.filter(**tenant_scope_where("tenant_id", tenant_id))
     if profile_id is not None:
         rows = rows.filter(profile_id=profile_id)
     return rows

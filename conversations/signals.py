@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
-# A conversation changed what it is counted under (its cohort, or the kinds of move it has had).
+# A conversation changed what it is counted under (its cohort, language, or the kinds of move it has had).
 # Keyword arguments: ``created_at``, when the conversation was created (the day it is counted on); ``every_day``
-# (optional, default false): its language changed, which its rows of every day since are counted under.
+# (optional, default false): what its rows of every day since are counted under changed too.
 conversation_recounted = Signal()
 
 # An escalation changed: opened, taken, a person's message, transferred, returned, closed. Keyword arguments:

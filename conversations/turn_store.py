@@ -308,6 +308,7 @@ def turn_record(turn: Turn) -> TurnRecord:
         other_models=other_models(usage),
         cohort=data.cohort,
         routing_version=data.profile.version,
+        language=turn.language.kept,  # the conversation's after the turn (LiveState's)
         channel=data.channel,
         user_id=stored_user_id(data),
         client_metadata={key: vault.redact(value) for key, value in data.client_metadata.items()},

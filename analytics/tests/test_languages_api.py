@@ -77,23 +77,36 @@ def traffic_all_summed(settings) -> bool:
     return settings.ANALYTICS_ROLLUP_GRACE_SECONDS == 0
 
 
-def test_a_conversation_whose_language_changes_is_counted_again_on_every_summed_day(api, traffic, settings):
-    """Its messages and route decisions of every day are counted under its language as it is now."""
+def test_a_conversation_whose_language_changes_keeps_its_earlier_messages_under_the_earlier_language(
+    api, traffic, settings
+):
+    """Messages and route decisions are counted under the language their turn was read in (the row keeps it), the
+    conversation under its language as it is now: only the day it was created is summed again."""
     from analytics.models import RollupDay
-    from conversations.models import Conversation
+    from conversations.models import Conversation, Message, RouteDecisionRecord
     from conversations.signals import conversation_recounted
 
     c5 = traffic.conversations["c5"]  # pt, rows on D40 and D1
     before = {item["language"]: item for item in get(api, days=90)["languages"]}
     assert (before["pt"]["messages"], before["en"]["messages"]) == (4, 2)
-    sealed = RollupDay.objects.filter(day__gte=traffic.today - dt.timedelta(days=40), sealed=True)
-    assert sealed.count() == (0 if not settings.ANALYTICS_ROLLUPS else 40 if traffic_all_summed(settings) else 2)
+    assert (before["pt"]["conversations"], before["en"]["conversations"]) == (3, 2)
+    window = RollupDay.objects.filter(day__gte=traffic.today - dt.timedelta(days=40), sealed=True)
+    summed = 0 if not settings.ANALYTICS_ROLLUPS else 40 if traffic_all_summed(settings) else 2
+    assert window.count() == summed
 
-    Conversation.objects.filter(pk=c5.pk).update(language="en")  # as a turn of today does, with its signal
-    conversation_recounted.send(sender=Conversation, created_at=c5.created_at, every_day=True)
+    # A turn of today in English, as the turn's write leaves it: the conversation's language, its signal, the rows.
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0  # a sealed day is a closed one (the "mixed" reads seal two early)
+    Conversation.objects.filter(pk=c5.pk).update(language="en")
+    conversation_recounted.send(sender=Conversation, created_at=c5.created_at)
+    asked = Message.objects.create(conversation=c5, role="user", content="and my invoice?", cohort=c5.cohort)
+    RouteDecisionRecord.objects.create(
+        conversation=c5, message=asked, mode="router", route="x", agent="x", intent="x", method="fallback"
+    )
 
-    assert not sealed.exists()
+    assert asked.language == "en" and not window.filter(day=c5.created_at.astimezone(dt.UTC).date()).exists()
+    assert window.count() == max(summed - 1, 0)  # D40 alone
     after = {item["language"]: item for item in get(api, days=90)["languages"]}
-    assert (after["pt"]["messages"], after["en"]["messages"]) == (2, 4)
+    assert (after["pt"]["messages"], after["en"]["messages"]) == (4, 3)
     assert (after["pt"]["conversations"], after["en"]["conversations"]) == (2, 3)
-    assert (after["en"]["routed"], after["en"]["fallbacks"]) == (5, 1)  # c5's llm and its D40 fallback
+    assert (after["pt"]["routed"], after["pt"]["fallbacks"]) == (before["pt"]["routed"], before["pt"]["fallbacks"])
+    assert (after["en"]["routed"], after["en"]["fallbacks"]) == (before["en"]["routed"] + 1, 1)

@@ -301,6 +301,7 @@ def messages_over_ninety_days(
                 Message(
                     conversation=conversation,
                     profile=profile,
+                    tenant=owner,
                     role=role,
                     content="x",
                     **(answer(turn) if role == "assistant" else {}),

@@ -533,6 +533,8 @@ def desk_message(*, escalation: Escalation, cohort: str, role: str, text: str, p
     return Message(
         conversation_id=escalation.conversation_id,
         profile_id=escalation.profile_id,
+        tenant_id=escalation.tenant_id,
+        language=escalation.language,  # the customer's, as the escalation was opened in it
         cohort=cohort,
         role=role,
         content=text,

@@ -204,3 +204,32 @@ def test_metadata_that_does_not_fit_is_cut_and_stored_as_cut_without_the_bytes_o
     stored = Message.objects.get(pk=result.message_id).metadata
     assert [hit["limit"] for hit in stored["limits"]][-1] == LIMIT_RESPONSE
     assert stored["limits"] == result.metadata["limits"] and len(fastjson.dumps(stored)) < 4_096
+
+
+def test_a_turns_rows_carry_its_tenant_and_the_language_it_was_read_in_and_keep_it_when_the_language_changes(
+    tenant, telecom
+):
+    """The analytics count a turn's messages and route decision under its tenant and language without reading the
+    conversation: the rows repeat them. A later turn in another language leaves the earlier rows as they were."""
+    first = invoice_question(tenant, "minha fatura veio alta este mês")
+    with rehearsing(ANSWERS):
+        before = async_to_sync(run_turn)(first)
+        after = async_to_sync(run_turn)(
+            replace(first, text="and the invoice of last month, was it high?", language="en")
+        )
+
+    answer = Message.objects.get(pk=before.message_id)  # the first turn's last message
+    conversation = answer.conversation
+    assert conversation.language == "en" and Message.objects.get(pk=after.message_id).conversation_id == conversation.pk
+    messages = Message.objects.filter(conversation=conversation)
+    decisions = RouteDecisionRecord.objects.filter(conversation=conversation)
+    turns = [
+        {*messages.filter(pk__lte=answer.pk).values_list("tenant_id", "language")}
+        | {*decisions.filter(message_id__lte=answer.pk).values_list("tenant_id", "language")},
+        {*messages.filter(pk__gt=answer.pk).values_list("tenant_id", "language")}
+        | {*decisions.filter(message_id__gt=answer.pk).values_list("tenant_id", "language")},
+    ]
+    assert turns == [{(tenant.pk, "pt")}, {(tenant.pk, "en")}]
+    assert decisions.count() == 2
+    calls = ToolCall.objects.filter(conversation=conversation)
+    assert calls.exists() and set(calls.values_list("tenant_id", flat=True)) == {tenant.pk}
