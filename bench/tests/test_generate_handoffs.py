@@ -538,3 +538,75 @@ def dangling() -> dict[str, int]:
                 )
                 found[f"{model.__name__}.{each.name}"] = rows.count()
     return {name: count for name, count in found.items() if count}
+
+
+# --- a bulk load ---------------------------------------------------------------------------------
+
+
+def index_definitions() -> list[tuple[str, str]]:
+    """Every index of the tables the generator writes (a partitioned table's and its partitions'), as defined."""
+    from django.db import connection
+
+    from bench.benchdata import TABLES
+
+    tables = [model._meta.db_table for model, _ in TABLES]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND (tablename = ANY(%s) "
+            "OR tablename LIKE 'agent_handoffs_%%') ORDER BY indexname",
+            [tables],
+        )
+        return cursor.fetchall()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bulk_load_writes_the_same_rows_and_builds_the_same_indexes_again(demo):
+    from django.db import connection
+
+    from bench.benchdata import BenchDataError, bench_data_clear, bench_data_generate
+
+    if connection.vendor != "postgresql":
+        with pytest.raises(BenchDataError, match="PostgreSQL"):
+            bench_data_generate(count=10, until=UNTIL, bulk=True)
+        return
+    generate_args = {"count": 1000, "days": DAYS, "seed": 5, "batch": 250, "until": UNTIL, "pool": 40}
+    one_by_one = bench_data_generate(**generate_args)
+    expected, indexes = every_row(), index_definitions()  # the months' partitions made, with their indexes
+    bench_data_clear()
+
+    bulk = bench_data_generate(**generate_args, bulk=True)
+
+    assert every_row() == expected
+    assert (bulk.conversations, bulk.messages, bulk.decisions, bulk.ratings) == (
+        one_by_one.conversations,
+        one_by_one.messages,
+        one_by_one.decisions,
+        one_by_one.ratings,
+    )
+    assert index_definitions() == indexes  # dropped for the load (most of them), built again after it
+    assert bulk.index_seconds > 0 and bulk.loading_seconds > 0 and one_by_one.index_seconds == 0
+    assert not dangling()
+
+
+def test_a_bulk_load_inside_a_transaction_says_why_it_cannot(demo):
+    from bench.benchdata import BenchDataError, bench_data_generate
+    from bench.bulk_load import ERROR_IN_TRANSACTION
+
+    with pytest.raises(BenchDataError) as refused:
+        bench_data_generate(count=10, until=UNTIL, bulk=True)
+    assert ERROR_IN_TRANSACTION in str(refused.value)
+    assert not Conversation.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bulk_load_of_a_seed_already_written_says_what_to_do_and_keeps_the_indexes(demo):
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    generate("--count", "200")
+    indexes = index_definitions()
+    status, _, err = run("--count", "200", "--bulk", "--until", UNTIL.isoformat())
+    assert status == 1 and "--clear" in err
+    assert index_definitions() == indexes
+    assert Handoff.objects.count() == 200
