@@ -30,8 +30,8 @@ ERROR_IN_TRANSACTION = "a bulk load writes from connections of its own: it canno
 class Index:
     table: str
     name: str
-    definition: str  # CREATE INDEX …, as pg_get_indexdef gives it (ON ONLY for a partitioned table's: see build)
-    pages: int  # the table's size, to build the largest first
+    definition: str  # CREATE INDEX …, as pg_get_indexdef gives it (ON ONLY for a partitioned table: indexes_build)
+    pages: int  # the table's pages when the load began (its partitions' summed), to build the largest first
 
 
 def deferrable_indexes(keep: dict[str, str]) -> list[Index]:
