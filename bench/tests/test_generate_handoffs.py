@@ -494,6 +494,25 @@ def every_row() -> dict[str, list[tuple]]:
     return found
 
 
+# Four batches; 749 of 901 conversations replayed, 5 of them of one handed to a person; 49 conversations kept to
+# replay, 9 of them in the place of an older one: each way a kept conversation reaches (and leaves) the database.
+FOUR_BATCHES = {"count": 1000, "days": DAYS, "seed": 5, "batch": 250, "until": UNTIL, "pool": 40}
+
+
+def totals(report) -> tuple:
+    """What a generation's report counted, but its timings."""
+    return (
+        report.conversations,
+        report.messages,
+        report.decisions,
+        report.tool_calls,
+        report.ratings,
+        report.endings,
+        report.escalations,
+        report.desk_messages,
+    )
+
+
 def test_replays_the_database_makes_are_the_rows_python_copies(demo):
     from django.db import connection
 
@@ -504,23 +523,13 @@ def test_replays_the_database_makes_are_the_rows_python_copies(demo):
             bench_data_generate(count=10, until=UNTIL, in_database=True)
         return
 
-    # Four batches; 749 of 901 conversations replayed, 5 of them of one handed to a person; 49 conversations kept to
-    # replay, 9 of them in the place of an older one: each way a kept conversation reaches (and leaves) the database.
-    generate_args = {"count": 1000, "days": DAYS, "seed": 5, "batch": 250, "until": UNTIL, "pool": 40}
-    copied = bench_data_generate(**generate_args, in_database=False)
+    copied = bench_data_generate(**FOUR_BATCHES, in_database=False)
     in_python = every_row()
     bench_data_clear()
-    made = bench_data_generate(**generate_args, in_database=True)
+    made = bench_data_generate(**FOUR_BATCHES, in_database=True)
 
     assert every_row() == in_python
-    assert made.conversations == copied.conversations and made.messages == copied.messages
-    assert (made.decisions, made.tool_calls, made.ratings, made.endings) == (
-        copied.decisions,
-        copied.tool_calls,
-        copied.ratings,
-        copied.endings,
-    )
-    assert made.escalations == copied.escalations and made.desk_messages == copied.desk_messages
+    assert totals(made) == totals(copied)
     assert Escalation.objects.exists() and MessageFeedback.objects.exists()  # replayed with the rest
     assert not dangling()  # written with the foreign keys unchecked (bench.benchdata._references_trusted)
 
@@ -569,20 +578,14 @@ def test_a_bulk_load_writes_the_same_rows_and_builds_the_same_indexes_again(demo
         with pytest.raises(BenchDataError, match="PostgreSQL"):
             bench_data_generate(count=10, until=UNTIL, bulk=True)
         return
-    generate_args = {"count": 1000, "days": DAYS, "seed": 5, "batch": 250, "until": UNTIL, "pool": 40}
-    one_by_one = bench_data_generate(**generate_args)
+    one_by_one = bench_data_generate(**FOUR_BATCHES)
     expected, indexes = every_row(), index_definitions()  # the months' partitions made, with their indexes
     bench_data_clear()
 
-    bulk = bench_data_generate(**generate_args, bulk=True)
+    bulk = bench_data_generate(**FOUR_BATCHES, bulk=True)
 
     assert every_row() == expected
-    assert (bulk.conversations, bulk.messages, bulk.decisions, bulk.ratings) == (
-        one_by_one.conversations,
-        one_by_one.messages,
-        one_by_one.decisions,
-        one_by_one.ratings,
-    )
+    assert totals(bulk) == totals(one_by_one)
     assert index_definitions() == indexes  # dropped for the load (most of them), built again after it
     assert bulk.index_seconds > 0 and bulk.loading_seconds > 0 and one_by_one.index_seconds == 0
     assert not dangling()
