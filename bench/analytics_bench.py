@@ -3,7 +3,7 @@
     PYTHONPATH=. .venv/bin/python bench/analytics_bench.py [--count 1000000] [--days 90] [--runs 5] [--reuse] [--sliced]
 
 Starts a throwaway PostgreSQL and scratch VAR_DIR (``scripts/services.py``), migrates, fills the bench
-tenants with ``bench/generate_handoffs.py --count N --days D`` (realistic conversations of the demo profiles over
+tenants with ``bench/generate_handoffs.py --bulk --count N --days D`` (realistic conversations of the demo profiles over
 ``--days`` days, 90 by default, ending now), runs ``VACUUM (ANALYZE)``, then serves the project as in production
 (``python -m platform.serve``, ``DJANGO_DEBUG=false``, one worker: the requests are sequential).
 
@@ -101,7 +101,8 @@ def _generate(args: argparse.Namespace, env: dict[str, str]) -> float | None:
         print(f"reusing the {stored:,} bench handoffs already stored")
         return None
     started = time.perf_counter()
-    command = [sys.executable, str(ROOT / "bench" / "generate_handoffs.py"), "--clear", "--count", str(args.count)]
+    command = [sys.executable, str(ROOT / "bench" / "generate_handoffs.py"), "--clear", "--bulk"]
+    command += ["--count", str(args.count)]
     command += ["--tenants", str(args.tenants), "--days", str(args.days), "--seed", str(args.seed)]
     sys.stdout.flush()
     subprocess.run(command, cwd=ROOT, env=env, check=True)

@@ -53,6 +53,7 @@ from agents.models import AgentProfile
 from agents.usage import KIND_ANSWER, TurnUsage, other_models, text_tokens
 from analytics.rollups import FACTS
 from analytics.services import rollup_build
+from bench.bulk_load import ERROR_IN_TRANSACTION, BackgroundWriter, indexes_deferred
 from common.language import detect_language
 from conversations.chain import result_note
 from conversations.desk.escalations import (
@@ -466,6 +467,10 @@ class GenerateReport:
     escalation_statuses: Counter = field(default_factory=Counter)
     desk_messages: Counter = field(default_factory=Counter)  # the people's replies and notes, by role
     ratings: Counter = field(default_factory=Counter)
+    writing_seconds: float = 0.0  # drawing and writing the rows (with --bulk, the indexes dropped)
+    drawing_seconds: float = 0.0  # of it, drawing the conversations (the simulator and the replays' plans)
+    loading_seconds: float = 0.0  # of it, writing the batches (with --bulk, on a thread beside the drawing)
+    index_seconds: float = 0.0  # building the dropped indexes again (--bulk)
 
 
 # --- the simulation -------------------------------------------------------------------------
@@ -2057,7 +2062,8 @@ class _DatabaseReplays:
         self.analyzed = 0  # ... when their statistics were last taken
 
     @staticmethod
-    def _key(model: type[Model]) -> str:
+    def key(model: type[Model]) -> str:
+        """The column a kept row is found by: its conversation's id."""
         return model._meta.pk.column if model is Conversation else model._meta.get_field("conversation").column
 
     def create(self) -> None:
@@ -2074,7 +2080,7 @@ class _DatabaseReplays:
                 table = model._meta.db_table
                 kept = quote(self.KEPT + table)
                 cursor.execute(f"CREATE TEMPORARY TABLE {kept} (LIKE {quote(table)})")
-                cursor.execute(f"CREATE INDEX ON {kept} ({quote(self._key(model))})")
+                cursor.execute(f"CREATE INDEX ON {kept} ({quote(self.key(model))})")
 
     def drop(self) -> None:
         quote = connection.ops.quote_name
@@ -2109,7 +2115,7 @@ class _DatabaseReplays:
         ids = [template.stored[0] for template in templates if template.stored is not None]
         for model, _ in TABLES:
             table = model._meta.db_table
-            query = sql.format(kept=quote(self.KEPT + table), table=quote(table), key=quote(self._key(model)))
+            query = sql.format(kept=quote(self.KEPT + table), table=quote(table), key=quote(self.key(model)))
             cursor.execute(query, [ids])
 
     def _plan(self, cursor: Any, replays: Sequence[_Replay], bases: dict[type[Model], int]) -> None:
@@ -2196,7 +2202,7 @@ def _replayed_sql(model: type[Model], replays: str, kept: str) -> str:
     values = [(each.column, _replayed_value(model, each)) for each in model._meta.concrete_fields]
     columns = ", ".join(quote(column) for column, value in values if value is not None)
     select = ", ".join(value for _, value in values if value is not None)
-    key = quote(_DatabaseReplays._key(model))
+    key = quote(_DatabaseReplays.key(model))
     return (
         f"INSERT INTO {quote(model._meta.db_table)} ({columns}) "  # noqa: S608 (names from _meta)
         f"SELECT {select} FROM {replays} p JOIN {kept} t ON t.{key} = p.template"
@@ -2412,6 +2418,7 @@ def bench_data_generate(
     progress: Callable[[Progress], None] | None = None,
     pool: int = REPLAY_POOL,
     in_database: bool | None = None,
+    bulk: bool = False,
 ) -> GenerateReport:
     """Generate conversations until exactly ``count`` handoff rows were written, in batches of about ``batch``.
 
@@ -2420,6 +2427,11 @@ def bench_data_generate(
     every conversation is whole. Each batch is one transaction. ``pool``: conversations kept to replay
     (:class:`Replayer`; 0: every conversation simulated). ``in_database``: the replays are made by the database
     (:class:`_DatabaseReplays`), not copied in Python; by default on PostgreSQL.
+
+    ``bulk`` (PostgreSQL, outside a transaction): loaded as a restore loads, the same rows — the tables' secondary
+    indexes dropped and built again after the rows (:func:`bench.bulk_load.indexes_deferred`, all but those the load
+    reads by), and each batch written by a thread of its own while the next one is drawn
+    (:class:`bench.bulk_load.BackgroundWriter`).
     """
     if count < 0 or tenants < 1 or days < 1 or batch < 1 or pool < 0:
         raise BenchDataError("count and pool must be ≥ 0, and tenants, days and batch ≥ 1.")
@@ -2441,20 +2453,22 @@ def bench_data_generate(
         in_database = connection.vendor == "postgresql"
     if in_database and connection.vendor != "postgresql":
         raise BenchDataError("the database makes the replays on PostgreSQL only.")
+    if bulk and (connection.vendor != "postgresql" or connection.in_atomic_block):
+        raise BenchDataError(f"bulk loads are for PostgreSQL; {ERROR_IN_TRANSACTION}")
     replayer = Replayer(
         simulator, pool=pool, minimum=min(REPLAY_MINIMUM, pool // 20), fresh=REPLAY_FRESH, in_database=in_database
     )
     report = GenerateReport()
     partitions_ensure(since=_when(end - days * 86400))  # PostgreSQL: the rows go to their months, not the DEFAULT
     replays = _DatabaseReplays() if in_database else None
-    if replays is not None:
-        replays.create()
-    try:
-        with _cycle_collector_paused():
-            _batches(replayer, replays, count=count, size=batch, report=report, progress=progress, started=started)
-    finally:
-        if replays is not None:
-            replays.drop()
+    keep = {model._meta.db_table: _DatabaseReplays.key(model) for model, _ in TABLES}
+    with indexes_deferred(keep) if bulk else contextlib.nullcontext() as deferred:
+        writing = _writer(replays, bulk=bulk, target=count, progress=progress, started=started, report=report)
+        with writing as writer, _cycle_collector_paused():
+            _batches(replayer, writer, count=count, size=batch, report=report)
+        report.writing_seconds = time.perf_counter() - started
+    if deferred is not None:
+        report.index_seconds = deferred.seconds
     for template, times in replayer.replayed.items():
         _add(report, template.tally, times)
     _statistics_refresh()
@@ -2476,33 +2490,100 @@ def _statistics_refresh() -> None:
         cursor.execute("ANALYZE " + ", ".join(connection.ops.quote_name(table) for table in tables))
 
 
-def _batches(
-    replayer: Replayer,
+@dataclass
+class _Written:
+    """A batch to write, and the report's totals once it is: what :class:`Progress` says then."""
+
+    batch: Batch
+    handoffs: int
+    conversations: int
+    messages: int
+
+
+class _Writer:
+    """Writes each batch in the caller's thread (:func:`_flush`), then reports progress."""
+
+    def __init__(
+        self,
+        replays: _DatabaseReplays | None,
+        *,
+        target: int,
+        progress: Callable[[Progress], None] | None,
+        started: float,
+    ):
+        self.replays, self.target, self.progress, self.started = replays, target, progress, started
+        self.seconds = 0.0  # spent writing
+
+    def start(self) -> None:
+        if self.replays is not None:
+            self.replays.create()
+
+    def finish(self) -> None:
+        if self.replays is not None:
+            self.replays.drop()
+
+    def write(self, written: _Written) -> None:
+        begun = time.perf_counter()
+        _flush(written.batch, self.replays)
+        self.seconds += time.perf_counter() - begun
+        if self.progress is not None:
+            seconds = time.perf_counter() - self.started
+            self.progress(Progress(written.handoffs, self.target, written.conversations, written.messages, seconds))
+
+    def put(self, written: _Written) -> None:
+        self.write(written)
+
+
+@contextlib.contextmanager
+def _writer(
     replays: _DatabaseReplays | None,
     *,
-    count: int,
-    size: int,
-    report: GenerateReport,
+    bulk: bool,
+    target: int,
     progress: Callable[[Progress], None] | None,
     started: float,
+    report: GenerateReport,
+) -> Iterator[_Writer | BackgroundWriter]:
+    """Where :func:`_batches` puts its batches: written at once, or (``bulk``) by a :class:`BackgroundWriter` while the
+    next one is drawn — the same statements in the same order, so the same ids. A batch whose conversation keys are
+    taken says so (:data:`ERROR_ALREADY_GENERATED`). ``report`` gets the seconds spent writing."""
+    writer = _Writer(replays, target=target, progress=progress, started=started)
+    try:
+        if not bulk:
+            writer.start()
+            try:
+                yield writer
+            finally:
+                writer.finish()
+                report.loading_seconds = writer.seconds
+            return
+        background = BackgroundWriter(writer.write, start=writer.start, finish=writer.finish)
+        try:
+            yield background
+        finally:
+            background.close()
+            report.loading_seconds = writer.seconds
+    except IntegrityError as exc:
+        raise BenchDataError(f"{ERROR_ALREADY_GENERATED} ({exc})") from exc
+
+
+def _batches(
+    replayer: Replayer, writer: _Writer | BackgroundWriter, *, count: int, size: int, report: GenerateReport
 ) -> None:
-    """Draw and write conversations, a transaction per ``size`` handoffs, until ``count`` handoffs are written."""
+    """Draw conversations and give them to ``writer``, a transaction per ``size`` handoffs, until ``count`` handoffs
+    are written."""
     current = Batch()
     written = 0
     while written + current.handoff_count() < count or current.conversation_place():
+        begun = time.perf_counter()
         if written + current.handoff_count() < count:
             _draw(replayer, current, count - written - current.handoff_count(), report)
+        report.drawing_seconds += time.perf_counter() - begun
         if current.handoff_count() >= size or written + current.handoff_count() >= count:
-            try:
-                _flush(current, replays)
-            except IntegrityError as exc:
-                raise BenchDataError(f"{ERROR_ALREADY_GENERATED} ({exc})") from exc
             written += current.handoff_count()
             _count(report, current, replayer.replayed)
+            writer.put(_Written(current, written, report.conversations, report.messages))
             current = Batch()
-            if progress is not None:
-                seconds = time.perf_counter() - started
-                progress(Progress(written, count, report.conversations, report.messages, seconds))
 
 
 @contextlib.contextmanager

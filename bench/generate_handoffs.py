@@ -1,7 +1,7 @@
 """Realistic conversations for the analytics benchmark, down to exactly ``--count`` agent_handoffs rows.
 
     PYTHONPATH=. .venv/bin/python bench/generate_handoffs.py --count 1000000 [--tenants 3] [--days 90] [--seed 1]
-        [--batch 20000] [--pool 10000] [--until 2025-06-01T00:00] [--clear]
+        [--batch 20000] [--pool 10000] [--until 2025-06-01T00:00] [--clear] [--bulk]
 
 Conversations of the demo profiles for the tenants ``bench_tenant_1..N``, with their messages, route decisions and tool
 calls, the hand-overs to people and what the desk's people (``bench_person_1..6``) wrote, the customers' ratings and how
@@ -10,9 +10,10 @@ built by :mod:`conversations.records`, :mod:`conversations.desk.escalations` and
 platform builds them). Once a few hundred conversations of a kind (profile, cohort) were simulated, most of the next
 ones are those replayed for another customer and moment under new ids (``--pool``, :class:`bench.benchdata.Replayer`;
 on PostgreSQL by the database itself, ``INSERT … SELECT`` from the kept ones' rows): several times faster, the same
-mix. Deterministic for a ``--seed`` and ``--until``. ``--clear`` first deletes the bench
-tenants' conversations. The database is the one the settings point at (``DATABASE_URL``); ``bench/analytics_bench.py``
-runs this inside a throwaway PostgreSQL.
+mix. Deterministic for a ``--seed`` and ``--until``. ``--clear`` first deletes the bench tenants' conversations.
+``--bulk`` (PostgreSQL) loads as a restore does, the same rows: the tables' secondary indexes built after the rows,
+each batch written by a thread of its own while the next is drawn. The database is the one the settings point at
+(``DATABASE_URL``); ``bench/analytics_bench.py`` runs this inside a throwaway PostgreSQL.
 """
 
 from __future__ import annotations
@@ -65,6 +66,12 @@ def _parser(tenant_prefix: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--clear", action="store_true", help=f"Delete the conversations of the {tenant_prefix}* tenants first."
     )
+    parser.add_argument(
+        "--bulk",
+        action="store_true",
+        help="PostgreSQL: load as a restore does, the same rows (the tables' secondary indexes dropped and built "
+        "after the rows; each batch written while the next is drawn). For a database no one else writes to meanwhile.",
+    )
     return parser
 
 
@@ -92,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             until=args.until,
             progress=_progress,
             pool=args.pool,
+            bulk=args.bulk,
         )
     except BenchDataError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -131,7 +139,13 @@ def _summary(report: GenerateReport) -> None:
         f"{report.desk_messages['human']:,} replies and {report.desk_messages['note']:,} notes"
     )
     print(f"  ratings: {sum(report.ratings.values()):,} ({_shares(report.ratings, sum(report.ratings.values()))})")
-    print(f"  daily totals: {report.days_summed} closed days summed in {report.rollup_seconds:.1f} s (included above)")
+    rate = report.handoffs / report.writing_seconds if report.writing_seconds else 0.0
+    print(
+        f"  drawn and written in {report.writing_seconds:.1f} s ({rate:,.0f} handoffs/s: drawing "
+        f"{report.drawing_seconds:.1f} s, writing {report.loading_seconds:.1f} s); indexes built again in "
+        f"{report.index_seconds:.1f} s; daily totals: {report.days_summed} closed days summed in "
+        f"{report.rollup_seconds:.1f} s (included above)"
+    )
     print(f"  tool calls: {_shares(report.tool_statuses, report.tool_calls)}", flush=True)
 
 

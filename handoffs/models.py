@@ -53,13 +53,16 @@ class Handoff(models.Model):
     analytics aggregate over this table alone, on indexes that lead with them.
     """
 
+    # No index of their own: each leads a wider one (conversation agent_handoffs_conv_time, tenant
+    # agent_handoffs_tenant_time, profile agent_handoffs_version_cover), which its lookups and cascades read.
     conversation = models.ForeignKey(
         "conversations.Conversation",
         on_delete=models.CASCADE,
         related_name="handoffs",
+        db_index=False,
     )
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
-    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
+    profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+", db_index=False)
     from_agent = models.CharField(max_length=64)
     to_agent = models.CharField(max_length=64)
     kind = models.CharField(max_length=32, choices=HandoffKind.choices)

@@ -494,6 +494,25 @@ def every_row() -> dict[str, list[tuple]]:
     return found
 
 
+# Four batches; 749 of 901 conversations replayed, 5 of them of one handed to a person; 49 conversations kept to
+# replay, 9 of them in the place of an older one: each way a kept conversation reaches (and leaves) the database.
+FOUR_BATCHES = {"count": 1000, "days": DAYS, "seed": 5, "batch": 250, "until": UNTIL, "pool": 40}
+
+
+def totals(report) -> tuple:
+    """What a generation's report counted, but its timings."""
+    return (
+        report.conversations,
+        report.messages,
+        report.decisions,
+        report.tool_calls,
+        report.ratings,
+        report.endings,
+        report.escalations,
+        report.desk_messages,
+    )
+
+
 def test_replays_the_database_makes_are_the_rows_python_copies(demo):
     from django.db import connection
 
@@ -504,23 +523,13 @@ def test_replays_the_database_makes_are_the_rows_python_copies(demo):
             bench_data_generate(count=10, until=UNTIL, in_database=True)
         return
 
-    # Four batches; 749 of 901 conversations replayed, 5 of them of one handed to a person; 49 conversations kept to
-    # replay, 9 of them in the place of an older one: each way a kept conversation reaches (and leaves) the database.
-    generate_args = {"count": 1000, "days": DAYS, "seed": 5, "batch": 250, "until": UNTIL, "pool": 40}
-    copied = bench_data_generate(**generate_args, in_database=False)
+    copied = bench_data_generate(**FOUR_BATCHES, in_database=False)
     in_python = every_row()
     bench_data_clear()
-    made = bench_data_generate(**generate_args, in_database=True)
+    made = bench_data_generate(**FOUR_BATCHES, in_database=True)
 
     assert every_row() == in_python
-    assert made.conversations == copied.conversations and made.messages == copied.messages
-    assert (made.decisions, made.tool_calls, made.ratings, made.endings) == (
-        copied.decisions,
-        copied.tool_calls,
-        copied.ratings,
-        copied.endings,
-    )
-    assert made.escalations == copied.escalations and made.desk_messages == copied.desk_messages
+    assert totals(made) == totals(copied)
     assert Escalation.objects.exists() and MessageFeedback.objects.exists()  # replayed with the rest
     assert not dangling()  # written with the foreign keys unchecked (bench.benchdata._references_trusted)
 
@@ -538,3 +547,69 @@ def dangling() -> dict[str, int]:
                 )
                 found[f"{model.__name__}.{each.name}"] = rows.count()
     return {name: count for name, count in found.items() if count}
+
+
+# --- a bulk load ---------------------------------------------------------------------------------
+
+
+def index_definitions() -> list[tuple[str, str]]:
+    """Every index of the tables the generator writes (a partitioned table's and its partitions'), as defined."""
+    from django.db import connection
+
+    from bench.benchdata import TABLES
+
+    tables = [model._meta.db_table for model, _ in TABLES]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND (tablename = ANY(%s) "
+            "OR tablename LIKE 'agent_handoffs_%%') ORDER BY indexname",
+            [tables],
+        )
+        return cursor.fetchall()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bulk_load_writes_the_same_rows_and_builds_the_same_indexes_again(demo):
+    from django.db import connection
+
+    from bench.benchdata import BenchDataError, bench_data_clear, bench_data_generate
+
+    if connection.vendor != "postgresql":
+        with pytest.raises(BenchDataError, match="PostgreSQL"):
+            bench_data_generate(count=10, until=UNTIL, bulk=True)
+        return
+    one_by_one = bench_data_generate(**FOUR_BATCHES)
+    expected, indexes = every_row(), index_definitions()  # the months' partitions made, with their indexes
+    bench_data_clear()
+
+    bulk = bench_data_generate(**FOUR_BATCHES, bulk=True)
+
+    assert every_row() == expected
+    assert totals(bulk) == totals(one_by_one)
+    assert index_definitions() == indexes  # dropped for the load (most of them), built again after it
+    assert bulk.index_seconds > 0 and bulk.loading_seconds > 0 and one_by_one.index_seconds == 0
+    assert not dangling()
+
+
+def test_a_bulk_load_inside_a_transaction_says_why_it_cannot(demo):
+    from bench.benchdata import BenchDataError, bench_data_generate
+    from bench.bulk_load import ERROR_IN_TRANSACTION
+
+    with pytest.raises(BenchDataError) as refused:
+        bench_data_generate(count=10, until=UNTIL, bulk=True)
+    assert ERROR_IN_TRANSACTION in str(refused.value)
+    assert not Conversation.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bulk_load_of_a_seed_already_written_says_what_to_do_and_keeps_the_indexes(demo):
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("bulk loads are for PostgreSQL (the refusal elsewhere: the test above)")
+    generate("--count", "200")
+    indexes = index_definitions()
+    status, _, err = run("--count", "200", "--bulk", "--until", UNTIL.isoformat())
+    assert status == 1 and "--clear" in err
+    assert index_definitions() == indexes
+    assert Handoff.objects.count() == 200

@@ -50,6 +50,7 @@ def test_partitioning_by_month_keeps_every_row_id_index_and_foreign_key_and_undo
     indexes, foreign, _ = table_shape()
     migrations.back_to(BEFORE)
     assert not handoffs_partitioned()
+    plain = table_shape()[0]  # with the foreign keys' own indexes, which a later migration drops
     now = timezone.now()
     acme = TenantFactory(slug="acme")
     dates = [now - dt.timedelta(days=days) for days in (200, 95, 40, 3, 0)]
@@ -80,4 +81,4 @@ def test_partitioning_by_month_keeps_every_row_id_index_and_foreign_key_and_undo
 
     assert not handoffs_partitioned()
     assert stored_rows() == [*before, stored_rows()[-1]] and stored_rows()[-1][0] == newer.pk
-    assert table_shape() == (indexes, foreign, ["id"])
+    assert table_shape() == (plain, foreign, ["id"])
