@@ -471,6 +471,7 @@ class GenerateReport:
     drawing_seconds: float = 0.0  # of it, drawing the conversations (the simulator and the replays' plans)
     loading_seconds: float = 0.0  # of it, writing the batches (with --bulk, on a thread beside the drawing)
     index_seconds: float = 0.0  # building the dropped indexes again (--bulk)
+    indexes_built: int = 0  # the indexes dropped for the load and built again after it (--bulk)
 
 
 # --- the simulation -------------------------------------------------------------------------
@@ -2468,7 +2469,7 @@ def bench_data_generate(
             _batches(replayer, writer, count=count, size=batch, report=report)
         report.writing_seconds = time.perf_counter() - started
     if deferred is not None:
-        report.index_seconds = deferred.seconds
+        report.index_seconds, report.indexes_built = deferred.seconds, len(deferred.indexes)
     for template, times in replayer.replayed.items():
         _add(report, template.tally, times)
     _statistics_refresh()

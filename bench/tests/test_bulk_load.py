@@ -45,8 +45,7 @@ def test_indexes_dropped_for_a_load_come_back_as_they_were_even_when_it_fails(po
         assert len(dropped.indexes) == len(before) - 2
         raise ValueError("the load failed")
 
-    assert definitions(MESSAGES) == before
-    assert dropped.seconds > 0
+    assert definitions(MESSAGES) == before  # built again, every one as it was
 
 
 def test_the_writer_writes_every_item_in_order_on_a_thread_with_its_own_connection():
