@@ -126,13 +126,14 @@ def store(tenant, profile, messages: int, per_conversation: int, rng: random.Ran
                 for _ in range(min(per_conversation, messages - written)):
                     intent = rng.choice(intents)
                     text = f"{rng.choice(PHRASES[intent])} {rng.randint(10_000, 99_999_999)}"
-                    user_rows.append(Message(conversation=conversation, role="user", content=text))
+                    user_rows.append(Message(conversation=conversation, tenant=tenant, role="user", content=text))
                     plans.append(intent)
                     written += 1
             stored = Message.objects.bulk_create(user_rows)
             RouteDecisionRecord.objects.bulk_create(
                 RouteDecisionRecord(
                     conversation_id=message.conversation_id,
+                    tenant=tenant,
                     message=message,
                     mode="router",
                     route=AGENTS.get(intent, "support_agent"),
@@ -146,6 +147,7 @@ def store(tenant, profile, messages: int, per_conversation: int, rng: random.Ran
             Message.objects.bulk_create(
                 Message(
                     conversation_id=message.conversation_id,
+                    tenant=tenant,
                     role="assistant",
                     agent=AGENTS.get(intent, "support_agent"),
                     content="Certo, vou verificar.",
