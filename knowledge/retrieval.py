@@ -138,7 +138,7 @@ def knowledge_retrieve(
     with it, its words weighing less (:func:`_considered`)."""
     tags = tuple(tags)
     vectors = vector_bar is not None
-    own = asked_words(query)
+    own_lines = query.count("\n") + 1  # the question's own lines, before the thread's (respelling keeps lines)
     if thread:
         query = f"{query}\n{thread}"
     # Read in the conversation's language: its search reads the same words' counts, and queries none more.
@@ -159,6 +159,7 @@ def knowledge_retrieve(
     groups = synonym_groups(profile=profile_pk, tenant=tenant_pk, documents=documents, synonyms=synonyms)
     asked = asked_words(query)  # the question's words, read once for the synonyms and every passage found
     reading = question_read(asked, query, groups)
+    own = set(asked_words("\n".join(query.split("\n")[:own_lines]))) if thread else set()
     followed = [word for word in asked if word not in own] if thread else []
     asked = [word for word in asked if word not in followed]
     considered = _considered(found, asked, reading, followed)
