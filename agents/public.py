@@ -83,6 +83,7 @@ from agents.passages import (
     quote_of,
     relevant_sentences,
     stems_of,
+    weight_of,
     word_keys,
     words_held,
 )
@@ -262,6 +263,7 @@ __all__ = [
     "validate_tags",
     "validate_team_name",
     "validate_tool_args_schema",
+    "weight_of",
     "word_keys",
     "word_stems",
     "words_held",

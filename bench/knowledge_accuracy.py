@@ -4,6 +4,7 @@ asked at a turn, and what the customer got.
     PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py [--bar B] [--relevance search|coverage|idf]
         [--questions PATH] [--list]
     PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py --turns [--questions PATH [--articles DIR]] [--list]
+    PYTHONPATH=. .venv/bin/python bench/knowledge_accuracy.py --follow-ups [PATH] [--list]
     KNOWLEDGE_EMBEDDINGS_BASE_URL=… KNOWLEDGE_EMBEDDINGS_MODEL=… PYTHONPATH=. .venv/bin/python \
         bench/knowledge_accuracy.py [--turns | --relevance turn] --vectors BAR [BAR …] [--cosines]
 
@@ -46,6 +47,13 @@ searched (``metadata.knowledge``), the MCP tools called, the article cited. ``--
 asks a help centre of one's own: ``DIR``'s ``pt``, ``en`` and ``es`` folders imported into the questions' profile
 beside the demo's (:func:`articles_import`), as ``bench/unseen/knowledge/README.md`` imports the held-out one.
 
+``--follow-ups`` asks conversations instead (``bench/knowledge/follow_ups.yaml``: a first question, then what a
+customer sends after its answer — a follow-up leaning on it, one the help centre does not answer, a new subject,
+thanks), each conversation one session of the seeded demo, as ``--turns`` asks a question (:func:`follow_ups_run`).
+Every turn after the first is scored by its kind: one naming an article is right when the answer's first citation
+is from it, one naming none when the answer cites nothing; and each answer's language is read against the
+conversation's, as the conversation bench reads it (:func:`bench.conversation_accuracy.answer_language`).
+
 ``--vectors BAR …`` searches with vectors too (docs/knowledge.md, "Vectors"): the questions' profiles get ``vectors:
 true``, their passages embedded by the endpoint of ``KNOWLEDGE_EMBEDDINGS_*`` (an operator's; nothing in the
 repository serves a real model: docs/benchmarks.md says how multilingual-e5-small was served), and the figures are
@@ -73,6 +81,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ROOT / "bench" / "knowledge" / "questions.yaml"
+FOLLOW_UPS = ROOT / "bench" / "knowledge" / "follow_ups.yaml"
+FOLLOW_UP_KINDS = ("first", "follow_up", "unanswerable", "topic_change", "thanks")
 LANGUAGES = ("pt", "en", "es")
 SWEEP = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8)
 DEFAULT_BAR = 0.2
@@ -567,6 +577,118 @@ def _turns_main(
     return 0
 
 
+@dataclass(frozen=True)
+class Thread:
+    """A customer's conversation with a profile, in a language: its turns, each ``(kind, text, article or None)``."""
+
+    profile: str
+    lang: str
+    turns: tuple[tuple[str, str, str | None], ...]
+
+
+def follow_ups_load(path: Path) -> list[Thread]:
+    """The follow-up conversations; raises ``SystemExit`` naming a malformed one."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    out = []
+    for number, entry in enumerate(data.get("conversations") or [], 1):
+        turns = entry.get("turns") if isinstance(entry, dict) else None
+        if not turns or entry.get("lang") not in LANGUAGES or not entry.get("profile"):
+            raise SystemExit(f"{path}: conversation {number}: needs profile, lang (pt, en or es) and turns.")
+        read = []
+        for turn in turns:
+            if not isinstance(turn, dict) or turn.get("kind") not in FOLLOW_UP_KINDS or not turn.get("say"):
+                raise SystemExit(f"{path}: conversation {number}: each turn needs say and a kind of {FOLLOW_UP_KINDS}.")
+            read.append((turn["kind"], str(turn["say"]), turn.get("article") or None))
+        out.append(Thread(str(entry["profile"]), entry["lang"], tuple(read)))
+    return out
+
+
+@dataclass(frozen=True)
+class ThreadTurn:
+    """One turn of a follow-up conversation as the customer got it: right (the article cited first, or nothing cited
+    when none answers it), in the conversation's language, and what was cited."""
+
+    thread: Thread
+    index: int
+    right: bool
+    in_language: bool
+    cited: str
+    answer: str
+
+
+def follow_ups_run(threads: Sequence[Thread], *, client: Any) -> list[ThreadTurn]:
+    """Every turn of every conversation through the gateway, one session a conversation (``client``: as for
+    :func:`turn_answers`)."""
+    from bench.conversation_accuracy import answer_language, fixed_read
+    from knowledge.models import KnowledgeDocument
+
+    names = dict(KnowledgeDocument.objects.values_list("pk", "file_name"))
+    fixed = fixed_read()
+    out = []
+    for number, thread in enumerate(threads):
+        for index, (_, text, article) in enumerate(thread.turns):
+            response = client.post(
+                "/api/gateway/message",
+                {
+                    "channel": "api",
+                    "agent_id": thread.profile,
+                    "payload": {"text": text, "session_id": f"kfollow-{number}"},
+                },
+                format="json",
+            )
+            body = response.json() if response.status_code == 200 else {}
+            citations = ((body.get("metadata") or {}).get("knowledge") or {}).get("citations") or ()
+            first = names.get(citations[0]["document"]) if citations else None
+            answer = str(body.get("answer") or f"HTTP {response.status_code}")
+            in_language = answer_language(answer, thread.lang, fixed).fits(thread.lang)
+            out.append(ThreadTurn(thread, index, first == article, in_language, first or "nothing", answer))
+    return out
+
+
+def follow_ups_report(turns: Sequence[ThreadTurn], *, write: Callable[[str], None], listed: bool) -> None:
+    """Per kind of turn and language: the turns right and the answers in the conversation's language; with
+    ``listed``, each turn wrong."""
+    write("kind           " + "  ".join(f"{name:>15}" for name in (*LANGUAGES, "all")) + "   in language (all)")
+    for kind in FOLLOW_UP_KINDS:
+        of_kind = [turn for turn in turns if turn.thread.turns[turn.index][0] == kind]
+        cells = []
+        for language in (*LANGUAGES, "all"):
+            chosen = [turn for turn in of_kind if language in ("all", turn.thread.lang)]
+            right = sum(turn.right for turn in chosen)
+            cells.append(f"{right:3} / {len(chosen):3} {Figures.share(right, len(chosen))}")
+        spoken = sum(turn.in_language for turn in of_kind)
+        write(f"{kind:13}  " + "  ".join(f"{cell:>15}" for cell in cells) + f"   {spoken} / {len(of_kind)}")
+    if listed:
+        write("")
+        write("Wrong, or not in the conversation's language:")
+        for turn in turns:
+            if turn.right and turn.in_language:
+                continue
+            kind, text, article = turn.thread.turns[turn.index]
+            write(
+                f"  [{turn.thread.lang} {turn.thread.profile} {kind}] {text!r}: want {article or 'nothing'}; cited "
+                f"{turn.cited}{'' if turn.in_language else ' (another language)'}; {turn.answer[:90]!r}"
+            )
+
+
+def _follow_ups_main(path: Path, *, listed: bool) -> int:
+    from django.db import connection
+
+    from bench.conversation_accuracy import demo_running
+
+    os.environ.setdefault("OUTBOUND_ALLOWED", "127.0.0.0/8")  # the demo's MCP servers listen on loopback
+    _setup_django(migrate=False)
+    for name in ("httpx", "httpx2"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    threads = follow_ups_load(path)
+    with demo_running() as client:
+        turns = follow_ups_run(threads, client=client)
+    print(f"{len(threads)} conversations, {len(turns)} turns, {connection.vendor}, at a turn (offline model).")
+    print()
+    follow_ups_report(turns, write=print, listed=listed)
+    return 0
+
+
 def _setup_django(*, migrate: bool = True) -> None:
     sys.path.insert(0, str(ROOT))
     if not os.environ.get("DATABASE_URL"):
@@ -614,7 +736,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cosines", action="store_true", help="With --vectors: the best cosines of answerable and unanswerable ones."
     )
+    parser.add_argument(
+        "--follow-ups",
+        type=Path,
+        nargs="?",
+        const=FOLLOW_UPS,
+        help="Ask follow-up conversations at a turn (default %(const)s) and score every turn by its kind.",
+    )
     args = parser.parse_args(argv)
+    if args.follow_ups:
+        return _follow_ups_main(args.follow_ups, listed=args.list)
     questions = questions_load(args.questions)
     if args.vectors and not args.turns and args.relevance != "turn":
         parser.error("--vectors needs --turns or --relevance turn.")

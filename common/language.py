@@ -74,6 +74,11 @@ _MARK_SPELLINGS = {
     "es": re.compile(r"ñ|(?<![qg])ue[b-df-hj-np-tv-z]|^.{2,}ci[oó]n(?:es)?$|^.{3,}dad(?:es)?$|^.{2,}ajes?$"),
 }
 MARKS_DECIDE_BELOW = 0.9  # a reading of Portuguese or Spanish this sure stands whatever the marks say
+# A reading of English under MARKS_DECIDE_BELOW gives way to the marks too, but only to this many words marked: a
+# Portuguese or Spanish message written without its accents ("qual o numero do whatsapp de voces", read as English at
+# 0.52) bears several, where an English one bears one at most by chance ("no e-mail yet": "e"; "hay fever", "the
+# sin tax").
+MARKS_AGAINST_ENGLISH = 2
 
 _Scorer = Callable[[str], tuple[str, float]]
 _scorer: _Scorer | None = None
@@ -297,8 +302,8 @@ def detect_language(text: str) -> str | None:
     language, probability = language_scores(" ".join(words))
     needed = MIN_PROBABILITY_ONE_WORD if len(words) == 1 else MIN_PROBABILITY
     told = language if probability >= needed else None
-    if len(words) > 1 and language in _MARKS and probability < MARKS_DECIDE_BELOW:
-        told = _marked(text) or told
+    if len(words) > 1 and probability < MARKS_DECIDE_BELOW:
+        told = _marked(text, least=1 if language in _MARKS else MARKS_AGAINST_ENGLISH) or told
     _last_told.set((*kept[1 - TOLD_KEPT :], (text, told)))
     return told
 
@@ -317,18 +322,18 @@ def language_clear(text: str, language: str) -> bool:
     )
 
 
-def _marked(text: str) -> str | None:
+def _marked(text: str, *, least: int = 1) -> str | None:
     """Portuguese or Spanish when ``text`` bears marks of that one only (:data:`_MARKS`, :data:`_MARK_SIGNS`,
-    :data:`_MARK_SPELLINGS`)."""
+    :data:`_MARK_SPELLINGS`), on ``least`` of its words or more (an opening sign counts as one)."""
     lowered = text.casefold()
     words = set(_MARK_WORD.findall(lowered))
     written = _MARK_WORD.findall(text)
-    spelled = [word.casefold() for position, word in enumerate(written) if position == 0 or word.islower()]
-    marked = [
-        language
+    spelled = {word.casefold() for position, word in enumerate(written) if position == 0 or word.islower()}
+    counts = {
+        language: len(words & marks)
+        + any(sign in _MARK_SIGNS[language] for sign in lowered)
+        + sum(1 for word in spelled - marks if _MARK_SPELLINGS[language].search(word))
         for language, marks in _MARKS.items()
-        if words & marks
-        or any(sign in _MARK_SIGNS[language] for sign in lowered)
-        or any(_MARK_SPELLINGS[language].search(word) for word in spelled)
-    ]
-    return marked[0] if len(marked) == 1 else None
+    }
+    marked = [language for language, count in counts.items() if count]
+    return marked[0] if len(marked) == 1 and counts[marked[0]] >= least else None

@@ -10,6 +10,9 @@ after the last. The rules, in order (docs/knowledge.md, "At a turn"):
    message is no small talk, and the run is offered no MCP tool unless its specialist's ``with_tools`` is on.
    A run offered MCP tools (``with_tools`` off) is offered the ``search_knowledge`` tool beside them instead, on the
    same conditions: its model searches when none of its tools answers, and a question a tool answers searches nothing.
+   A question naming fewer than :data:`agents.passages.MIN_WORDS_HELD` content words of its own whose search finds
+   no passage at the bar, in a conversation whose previous customer message asked something, is searched again
+   with that message, its words weighing less (:func:`follow_up_of`; docs/knowledge.md, "A follow-up").
 2. The passages at or above the profile's bar (``min_score``) go to the model, at most :data:`NOTE_MAX_CHARS` of
    text, numbered, with the instruction to answer from them and cite them by number: in a system note before the
    customer's message (:func:`agents.passages.passages_note`), or as the tool's result (numbered on across calls).
@@ -35,6 +38,7 @@ from django.utils.translation import gettext_lazy
 from agents.public import (
     MIN_WORDS_HELD,
     NotedPassage,
+    asked_words,
     asks_documents,
     own_request,
     passages_note,
@@ -79,11 +83,14 @@ class KnowledgeUse:
     question: str
     tools_first: bool
     given: tuple[Considered, ...]
+    follows_up: bool = False  # found with the conversation's previous question (rule 1); ``question`` holds both
 
     @classmethod
-    def before(cls, retrieved: Retrieved, question: str, *, tools_offered: bool) -> KnowledgeUse:
+    def before(
+        cls, retrieved: Retrieved, question: str, *, tools_offered: bool, follows_up: bool = False
+    ) -> KnowledgeUse:
         """The use of a search run before the model: the passages at the bar that fit, best first."""
-        return cls(retrieved, question, tools_offered, tuple(_fitted(retrieved.used)))
+        return cls(retrieved, question, tools_offered, tuple(_fitted(retrieved.used)), follows_up)
 
     @property
     def unknown(self) -> bool:
@@ -126,6 +133,8 @@ class KnowledgeTool:
     calls: int = 0
     searched: dict[str, Retrieved] = field(default_factory=dict)  # by query, what the run found
     everywhere: set[str] = field(default_factory=set)  # the queries searched in every language too
+    thread: str = ""  # the previous question the customer's message follows up (follow_up_of), or ""
+    followed: bool = False  # the message's passages were found with it
 
     async def _retrieved(self, query: str, *, every_language: bool) -> Retrieved:
         """``query``'s passages in the conversation's language, and when none reaches the bar and ``every_language``
@@ -140,21 +149,36 @@ class KnowledgeTool:
             more = tuple(passage for passage in others if passage.hit.passage_id not in seen)
             retrieved = Retrieved(retrieved.considered + more, self.min_score, self.vector_bar)
             self.everywhere.add(query)
+        if not retrieved.used and self.thread and query == self.question and not self.followed:
+            followed = await on_the_request_thread(knowledge_retrieve)(
+                **self._scope(), query=query, language=self.language, every_language=every_language, thread=self.thread
+            )
+            if followed.used:
+                retrieved, self.followed = followed, True
         self.searched[query] = retrieved
         return retrieved
 
+    def _scope(self) -> dict[str, Any]:
+        """What every search of the run reads besides its query and language."""
+        return {
+            "profile_pk": self.profile_pk,
+            "tenant_pk": self.tenant_pk,
+            "tags": self.tags,
+            "min_score": self.min_score,
+            "documents": self.documents,
+            "vector_bar": self.vector_bar,
+            "synonyms": self.synonyms,
+        }
+
+    @property
+    def asked(self) -> str:
+        """What the run's quotes are read against: the message, and the question it follows up when its passages
+        were found with it."""
+        return f"{self.question}\n{self.thread}" if self.followed else self.question
+
     async def _search(self, query: str, language: str) -> Retrieved:
         return await on_the_request_thread(knowledge_retrieve)(
-            profile_pk=self.profile_pk,
-            tenant_pk=self.tenant_pk,
-            query=query,
-            language=language,
-            tags=self.tags,
-            min_score=self.min_score,
-            every_language=False,
-            documents=self.documents,
-            vector_bar=self.vector_bar,
-            synonyms=self.synonyms,
+            **self._scope(), query=query, language=language, every_language=False
         )
 
     async def _given(self, query: str, *, every_language: bool = True) -> list[Considered]:
@@ -177,7 +201,7 @@ class KnowledgeTool:
         if not added:
             return None
         retrieved = Retrieved(tuple(self.considered), self.min_score, self.vector_bar)
-        return KnowledgeUse(retrieved, self.question, True, tuple(added))
+        return KnowledgeUse(retrieved, self.asked, True, tuple(added), self.followed)
 
     async def search(self, query: str) -> str:
         """The tool's result for ``query`` (the customer's message when empty): a note of :func:`passages_note`."""
@@ -197,7 +221,7 @@ class KnowledgeTool:
         if not self.searched:
             return None
         retrieved = Retrieved(tuple(self.considered), self.min_score, self.vector_bar)
-        return KnowledgeUse(retrieved, self.question, tools_ran or not self.calls, tuple(self.given))
+        return KnowledgeUse(retrieved, self.asked, tools_ran or not self.calls, tuple(self.given), self.followed)
 
 
 def knowledge_tags(profile: ProfileSpec, specialist: SpecialistSpec) -> tuple[str, ...] | None:
@@ -217,14 +241,17 @@ async def knowledge_prepared(
     text: str,
     language: str,
     tools_offered: bool,
+    earlier: str = "",
 ) -> tuple[KnowledgeUse | None, KnowledgeTool | None]:
     """What a run reads of its profile's knowledge (rule 1): the passages retrieved before its model answers, or the
     ``search_knowledge`` tool offered beside its MCP tools (``tools_offered``), or neither. ``held`` is whether the
-    profile holds knowledge (``routing.snapshot.Snapshot.knowledge``)."""
+    profile holds knowledge (``routing.snapshot.Snapshot.knowledge``); ``earlier``: the customer's message before
+    this one (:func:`asked_before`), which a follow-up is searched with when it finds nothing alone."""
     tags = _searched_tags(profile=profile, specialist=specialist, held=held, text=text)
     if tags is None:
         return None, None
     min_score = profile.knowledge.min_score
+    thread = follow_up_of(text, earlier)
     if tools_offered and not specialist.knowledge.with_tools:
         tool = KnowledgeTool(
             profile.pk,
@@ -236,13 +263,15 @@ async def knowledge_prepared(
             profile.knowledge_documents,
             vector_bar=profile.knowledge.vector_bar,
             synonyms=profile.knowledge_synonyms,
+            thread=thread,
         )
         # A request about the customer's own things (their bill, their order) is its tools' to answer: retrieved
         # before the model, it would hand it passages no answer uses, at a search's cost on most of a tools
         # specialist's messages. Its model may still search. One that asks a question in general besides ("meu fone
         # parou, tem garantia?") is retrieved.
         return (None if own_request(text) else await tool.before()), tool
-    retrieved = await on_the_request_thread(knowledge_retrieve)(
+    retrieved, asked = await on_the_request_thread(_thread_retrieved)(
+        thread=thread,
         profile_pk=profile.pk,
         tenant_pk=tenant_pk,
         query=text,
@@ -253,7 +282,37 @@ async def knowledge_prepared(
         vector_bar=profile.knowledge.vector_bar,
         synonyms=profile.knowledge_synonyms,
     )
-    return KnowledgeUse.before(retrieved, text, tools_offered=tools_offered), None
+    follows_up = asked != text
+    return KnowledgeUse.before(retrieved, asked, tools_offered=tools_offered, follows_up=follows_up), None
+
+
+def _thread_retrieved(*, thread: str, query: str, **scope: Any) -> tuple[Retrieved, str]:
+    """``query``'s passages (:func:`knowledge.retrieval.knowledge_retrieve`), and when none reaches the bar and
+    ``thread`` is the question it follows up, those found with it when one of them does; with the text their quotes
+    are read against (``query``, or ``query`` and ``thread``). One crossing to the request's thread for both."""
+    retrieved = knowledge_retrieve(query=query, **scope)
+    if retrieved.used or not thread:
+        return retrieved, query
+    followed = knowledge_retrieve(query=query, thread=thread, **scope)
+    return (followed, f"{query}\n{thread}") if followed.used else (retrieved, query)
+
+
+def asked_before(history: Iterable[tuple[Any, ...]]) -> str:
+    """The customer's latest message in ``history`` (``(role, content, …)`` entries, oldest first), or ``""``."""
+    return next((str(entry[1]) for entry in reversed(tuple(history)) if entry[0] == "user"), "")
+
+
+def follow_up_of(text: str, earlier: str) -> str:
+    """The question ``text`` may follow up: ``earlier`` (the customer's message before it), when ``text`` names
+    fewer than :data:`agents.passages.MIN_WORDS_HELD` content words of its own — "e quanto tempo eu tenho pra isso?",
+    "and for Europe?", "¿hay multa?": what it is about is what the conversation was about — and ``earlier`` asked
+    something (a content word, no small talk); ``""`` otherwise. A message naming two things or more is a question
+    of its own, which the thread does not complete: a topic change is searched alone."""
+    if not earlier or len(asked_words(text)) >= MIN_WORDS_HELD:
+        return ""
+    if not asked_words(earlier) or small_talk_read(earlier) is not None:
+        return ""
+    return earlier
 
 
 async def knowledge_answers(
@@ -330,6 +389,8 @@ def knowledge_settle(use: KnowledgeUse, answer: str, *, answered: bool, language
     if use.unknown:
         said = say(language, DONT_KNOW)
         return Settled(said, said, {**metadata, "unknown": True})
+    if use.follows_up:
+        metadata["follows_up"] = True
     cited = use.cited(answer)
     if not cited:
         return Settled(answer, "", metadata)

@@ -56,7 +56,13 @@ from common.events import Emit, emit_safely
 from common.i18n import say
 from common.infra import tracing
 from common.text import phrase_found
-from conversations.knowledge_turn import KnowledgeTool, KnowledgeUse, knowledge_prepared, knowledge_settle
+from conversations.knowledge_turn import (
+    KnowledgeTool,
+    KnowledgeUse,
+    asked_before,
+    knowledge_prepared,
+    knowledge_settle,
+)
 from conversations.memory.tool import facts_saved, remember_answer
 from conversations.permissions import permission_question
 from handoffs.public import REQUEST_HUMAN, UNTARGETED, ControlCall, ControlTool
@@ -536,6 +542,7 @@ async def _specialist_run(request: SpecialistRequest) -> SpecialistOutcome:
         text=declined_request(request) or asked,
         language=request.language,
         tools_offered=bool(request.tools),
+        earlier=asked_before(request.history),
     )
     runnable, tools = _tools_bound(model, request, searches is not None)
     options = provider.call_options(request.generation) if request.generation is not None else {}

@@ -9,7 +9,7 @@ passage of another language beside one of the conversation's at the bar only whe
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.translation import get_language
 
-from agents.public import MIN_WORDS_HELD, HeldShare, asked_words
+from agents.public import MIN_WORDS_HELD, HeldShare, asked_words, weight_of
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search, query_spelled, synonym_groups
 from knowledge.synonym_reading import NOTHING, Reading, passage_words, question_read, words_held_with
@@ -25,6 +25,12 @@ from knowledge.synonyms import Held
 from knowledge.versions import Key
 
 RETRIEVE_LIMIT = 5  # passages considered per question
+# A follow-up searched with the conversation's previous question (``thread``): that question's words weigh together
+# as this much of one full word of the follow-up's own (docs/knowledge.md, "A follow-up"). Less than one, so that a
+# follow-up naming a subject of its own the passage does not hold ("e o horário?" after "posso trocar um produto?")
+# stays under a bar of one half whatever the thread holds, where one naming nothing the passage could hold ("e quanto
+# tempo eu tenho pra isso?": "tempo" weighs 0.39) reaches it on the thread.
+THREAD_WEIGHT = 0.8
 
 
 @dataclass(frozen=True)
@@ -70,14 +76,28 @@ class Retrieved:
         return tuple(sorted(at_bar, key=lambda passage: -passage.relevance))
 
 
-def _considered(hits: Iterable[Hit], asked: list[str], reading: Reading = NOTHING) -> list[Considered]:
+def _considered(
+    hits: Iterable[Hit], asked: list[str], reading: Reading = NOTHING, thread: Sequence[str] = ()
+) -> list[Considered]:
     """The passages ``hits`` with their relevance to a question whose words the bar counts are ``asked``
-    (:func:`agents.passages.asked_words`, read once a search)."""
+    (:func:`agents.passages.asked_words`, read once a search); with ``thread``, the words of the question it follows
+    (none of ``asked``), which weigh together :data:`THREAD_WEIGHT` of one word, their share held times that added to
+    the question's own weight held, over the question's whole weight and that."""
     out = []
     share = HeldShare(asked)
+    whole = weight_of(asked)
+    thread_share = HeldShare(thread)
+    words = [*asked, *thread]
     for hit in hits:
-        held = words_held_with(asked, passage_words(hit.heading, hit.text), reading) if asked else []
-        out.append(Considered(hit, round(share(held), 6), len(held), len(asked)))
+        held = words_held_with(words, passage_words(hit.heading, hit.text), reading) if words else []
+        if thread:
+            own = share(word for word in held if word not in thread) * whole
+            relevance = (own + THREAD_WEIGHT * thread_share(word for word in held if word in thread)) / (
+                whole + THREAD_WEIGHT
+            )
+        else:
+            relevance = share(held)
+        out.append(Considered(hit, round(relevance, 6), len(held), len(words)))
     return out
 
 
@@ -103,6 +123,7 @@ def knowledge_retrieve(
     documents: frozenset[Key] | None = None,
     vector_bar: float | None = None,
     synonyms: Held | None = None,
+    thread: str = "",
 ) -> Retrieved:
     """The ``limit`` best passages of the profile's knowledge for ``query`` as ``tenant_pk`` may read it (the shared
     sources and its own), keeping to ``tags`` when given: those in ``language`` (every language when it is empty),
@@ -113,9 +134,13 @@ def knowledge_retrieve(
     (:func:`knowledge.synonyms.document_synonyms`; ``None``: the current ones), with which the search reads the
     question and the bar counts a word held by another term of its group (:mod:`knowledge.synonym_reading`).
     ``vector_bar``: the profile's search uses vectors too (:mod:`knowledge.vectors`), and this is the cosine bar of
-    a passage only they found."""
+    a passage only they found. ``thread``: the conversation's previous question, which ``query`` follows up: searched
+    with it, its words weighing less (:func:`_considered`)."""
     tags = tuple(tags)
     vectors = vector_bar is not None
+    own_lines = query.count("\n") + 1  # the question's own lines, before the thread's (respelling keeps lines)
+    if thread:
+        query = f"{query}\n{thread}"
     # Read in the conversation's language: its search reads the same words' counts, and queries none more.
     query = query_spelled(
         profile=profile_pk, query=query, tenant=tenant_pk, language=language or None, tags=tags, documents=documents
@@ -134,7 +159,10 @@ def knowledge_retrieve(
     groups = synonym_groups(profile=profile_pk, tenant=tenant_pk, documents=documents, synonyms=synonyms)
     asked = asked_words(query)  # the question's words, read once for the synonyms and every passage found
     reading = question_read(asked, query, groups)
-    considered = _considered(found, asked, reading)
+    own = set(asked_words("\n".join(query.split("\n")[:own_lines]))) if thread else set()
+    followed = [word for word in asked if word not in own] if thread else []
+    asked = [word for word in asked if word not in followed]
+    considered = _considered(found, asked, reading, followed)
     reached = [passage.relevance for passage in considered if passage.reaches(min_score, vector_bar)]
     best = max(reached, default=None)
     if every_language and language and (best is None or best < 1):
@@ -149,7 +177,7 @@ def knowledge_retrieve(
             vectors=vectors,
             synonyms=synonyms,
         )
-        more = _considered((hit for hit in others if hit.passage_id not in seen), asked, reading)
+        more = _considered((hit for hit in others if hit.passage_id not in seen), asked, reading, followed)
         # Beside passages of the conversation's language at the bar, another language's only when it holds the whole
         # question: a customer asks in their language about what the business wrote in one other. Holding more of it
         # is not enough: languages share words (names, codes, cognates: "alerta", "subir"), so another language's

@@ -7,12 +7,16 @@ import math
 from collections import Counter
 
 from bench.knowledge_accuracy import (
+    FOLLOW_UPS,
     QUESTIONS,
     Answer,
     Question,
+    ThreadTurn,
     TurnSeen,
     accuracy,
     cosines_report,
+    follow_ups_load,
+    follow_ups_report,
     idf_coverage,
     questions_load,
     turn_misses,
@@ -137,3 +141,39 @@ def test_the_cosines_report_spreads_each_side_and_counts_each_at_or_above_every_
     # pt, en, all: answerable / unanswerable at or above the bar
     assert " ".join(rows["0.85"]) == "100.0 % / 0.0 % 50.0 % / 100.0 % 66.7 % / 50.0 %"
     assert " ".join(rows["0.90"]) == "0.0 % / 0.0 % 50.0 % / 0.0 % 33.3 % / 0.0 %"
+
+
+def test_the_follow_up_set_opens_each_conversation_with_a_question_in_three_equal_languages_naming_real_articles():
+    threads = follow_ups_load(FOLLOW_UPS)
+
+    assert Counter(thread.lang for thread in threads) == {
+        language: len(threads) // 3 for language in ("pt", "en", "es")
+    }
+    assert all(thread.turns[0][0] == "first" and len(thread.turns) >= 2 for thread in threads)
+    assert {kind for thread in threads for kind, _, _ in thread.turns[1:]} == {
+        "follow_up",
+        "unanswerable",
+        "topic_change",
+        "thanks",
+    }
+    for thread in threads:
+        for kind, text, article in thread.turns:
+            assert (article is None) == (kind in ("unanswerable", "thanks")) or kind == "topic_change", text
+            if article:
+                assert (help_centre_folder(thread.profile) / thread.lang / article).is_file(), text
+
+
+def test_a_follow_up_turn_counts_by_its_kind_and_a_wrong_one_is_listed_with_what_it_cited():
+    (thread,) = [thread for thread in follow_ups_load(FOLLOW_UPS) if thread.turns[1][0] == "follow_up"][:1]
+    turns = [
+        ThreadTurn(thread, 0, right=True, in_language=True, cited=thread.turns[0][2] or "", answer="…"),
+        ThreadTurn(thread, 1, right=False, in_language=False, cited="nothing", answer="I don't know"),
+    ]
+    lines: list[str] = []
+
+    follow_ups_report(turns, write=lines.append, listed=True)
+
+    rows = {line.split()[0]: line for line in lines if line and line.split()[0] in ("first", "follow_up")}
+    assert "1 /   1 100.0 %" in rows["first"] and rows["first"].endswith("1 / 1")
+    assert "0 /   1   0.0 %" in rows["follow_up"] and rows["follow_up"].endswith("0 / 1")
+    assert any("cited nothing (another language)" in line and thread.turns[1][1] in line for line in lines)

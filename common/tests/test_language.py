@@ -207,6 +207,19 @@ def test_a_short_message_the_model_is_unsure_of_is_told_by_the_marks_of_portugue
     assert detect_language(text) == language
 
 
+def test_a_portuguese_message_written_without_its_accents_that_the_model_leans_to_english_is_told_by_its_marks():
+    text = "qual o numero do whatsapp de voces"  # "qual" and "voces" are Portuguese's alone
+    assert language_scores("qual numero do whatsapp de voces")[0] == "en"  # its words, as the model reads them
+
+    assert detect_language(text) == "pt"
+
+
+@pytest.mark.parametrize("text", ["no e-mail yet", "the sin tax", "hay fever meds", "ok com"])
+def test_an_english_message_bearing_one_word_another_language_marks_stays_english(text):
+    assert language_scores(text)[1] < language.MARKS_DECIDE_BELOW  # unsure, so the marks are read
+    assert detect_language(text) == "en"
+
+
 def test_the_labelled_paraphrase_sets_are_all_told_right():
     """543 messages of the three languages, written for routing: none misread, none left untold."""
     rows = [

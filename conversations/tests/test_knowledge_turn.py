@@ -437,3 +437,61 @@ def test_a_cited_answers_sources_line_is_translated_once_a_language_and_reads_as
     assert [part.answer for part in settled] == [
         f"Up to 500 megabits [1].\n\n{words} [1] Plans and internet" for words in expected
     ]
+
+
+def test_a_follow_up_naming_nothing_the_article_holds_is_answered_from_the_article_of_the_question_before_it(
+    api, help_centre
+):
+    first = ask(api, "Can I change my plan?", session_id="follow-up")
+    body = ask(api, "how often can I do that?", session_id="follow-up")  # "often" alone: no passage holds it
+
+    knowledge = body["metadata"]["knowledge"]
+    assert first["metadata"]["knowledge"]["citations"][0]["document"] == help_centre
+    assert [citation["document"] for citation in knowledge["citations"]] == [help_centre]
+    assert knowledge["follows_up"] is True
+    assert "once a month" in knowledge["citations"][0]["quote"]
+
+
+def test_a_follow_up_naming_a_subject_the_article_does_not_hold_still_gets_i_dont_know(api, help_centre):
+    ask(api, "Can I change my plan?", session_id="follow-up")
+    body = ask(api, "and roaming?", session_id="follow-up")
+
+    knowledge = body["metadata"]["knowledge"]
+    assert body["answer"] == str(DONT_KNOW)
+    assert knowledge["citations"] == [] and knowledge["unknown"] is True
+
+
+def test_a_new_question_naming_things_of_its_own_is_searched_alone_and_drags_no_earlier_subject_in(
+    api, help_centre, monkeypatch
+):
+    ask(api, "Can I change my plan?", session_id="topic-change")
+    searched = []
+    retrieve = knowledge_turn.knowledge_retrieve
+    monkeypatch.setattr(
+        knowledge_turn, "knowledge_retrieve", lambda **kwargs: searched.append(kwargs) or retrieve(**kwargs)
+    )
+
+    body = ask(api, "What are the opening hours of your stores?", session_id="topic-change")
+
+    assert body["answer"] == str(DONT_KNOW)
+    assert [kwargs.get("thread", "") for kwargs in searched] == [""]
+
+
+def test_thanks_after_an_answer_cites_nothing(api, help_centre):
+    ask(api, "Can I change my plan?", session_id="thanks")
+    body = ask(api, "thanks!", session_id="thanks")
+
+    assert not (body["metadata"].get("knowledge") or {}).get("citations")
+
+
+def test_the_question_a_message_follows_up_is_the_customers_message_before_it_when_it_names_less_than_two_words():
+    history = [("user", "posso trocar um produto?"), ("assistant", "Sim [1]"), ("user", "ok"), ("assistant", "…", 7)]
+    assert knowledge_turn.asked_before(history) == "ok"
+    assert knowledge_turn.asked_before([("assistant", "Olá!")]) == ""
+
+    earlier = "posso trocar um produto?"
+    assert knowledge_turn.follow_up_of("e quanto tempo eu tenho pra isso?", earlier) == earlier
+    assert knowledge_turn.follow_up_of("e se for pelo app?", earlier) == earlier  # no content word at all
+    assert knowledge_turn.follow_up_of("qual o horário da loja de vocês?", earlier) == ""  # two words: its own
+    assert knowledge_turn.follow_up_of("e quanto tempo?", "obrigado!") == ""  # the message before asked nothing
+    assert knowledge_turn.follow_up_of("e quanto tempo?", "") == ""

@@ -8,6 +8,7 @@ from django.db import connection
 
 from agents.knowledge_settings import DEFAULT_MIN_SCORE
 from agents.passages import asked_words, coverage, words_held
+from agents.word_frequency import word_weight
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import knowledge_profiles, knowledge_retrieve
 from knowledge.services import document_ingest
@@ -278,3 +279,33 @@ def test_a_citations_link_resolves_the_documents_page_once_for_every_document(mo
 
     assert len(calls) == 1
     assert links == [django.urls.reverse(retrieval.DOCUMENT_PAGE, args=[document_id]) for document_id in (3, 4, 5, 3)]
+
+
+def thread_retrieve(profile, language: str, question: str, thread: str):
+    return knowledge_retrieve(
+        profile_pk=profile.pk,
+        tenant_pk=None,
+        query=question,
+        language=language,
+        tags=(),
+        min_score=DEFAULT_MIN_SCORE,
+        thread=thread,
+    )
+
+
+def test_a_follow_up_searched_with_the_question_before_it_reaches_the_bar_on_that_questions_words(help_centre):
+    alone = retrieve(help_centre, "pt", "e quanto tempo eu tenho pra isso?")
+    followed = thread_retrieve(help_centre, "pt", "e quanto tempo eu tenho pra isso?", "posso devolver um produto?")
+
+    assert not alone.used
+    assert followed.used[0].hit.heading == "Trocas e devoluções › Prazo para devolver"
+    # "tempo" (0.39) not held, "devolver" and "produto" held: 0.8 / (0.39 + 0.8), the thread weighing 0.8 of a word
+    assert followed.used[0].relevance == pytest.approx(0.8 / (0.8 + word_weight("tempo")), abs=1e-5)
+    assert (followed.used[0].held, followed.used[0].asked) == (2, 3)
+
+
+def test_a_follow_up_naming_a_subject_no_passage_holds_stays_under_the_bar_whatever_the_thread_holds(help_centre):
+    followed = thread_retrieve(help_centre, "pt", "e o cashback?", "posso devolver um produto?")
+
+    assert followed.considered and not followed.used
+    assert max(passage.relevance for passage in followed.considered) < DEFAULT_MIN_SCORE
