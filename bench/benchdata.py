@@ -494,10 +494,34 @@ def customer_languages(spec: ProfileSpec) -> dict[str, float]:
 def _turn_language(live: _Live, text: str) -> tuple[str, str]:
     """The language of the customer's message ``text`` and the one the conversation keeps after it, decided as the
     graph decides them (conversations.language): the kept one, the message, the customer's earlier messages, then the
-    profile's own."""
-    earlier = [said for role, said in reversed(live.history) if role == "user"]
+    profile's own. Remembered by the kept language, the text and the profile's (:data:`_LANGUAGES_DECIDED`) where
+    the decision did not read the earlier messages: the simulator's customers write a few hundred texts, and
+    detecting their language took a fifth of simulating a conversation."""
     own = live.catalogue.spec.language
-    return language_decide(kept=live.language, channel="", text=text, earlier=earlier, own=own)
+    key = (live.language, text, own)
+    decided = _LANGUAGES_DECIDED.get(key)
+    if decided is not None:
+        return decided
+    earlier = _Watched(said for role, said in reversed(live.history) if role == "user")
+    decided = language_decide(kept=live.language, channel="", text=text, earlier=earlier, own=own)
+    if not earlier.read and len(_LANGUAGES_DECIDED) < LANGUAGES_REMEMBERED:
+        _LANGUAGES_DECIDED[key] = decided
+    return decided
+
+
+LANGUAGES_REMEMBERED = 100_000  # decisions kept; the demo profiles' texts make a few thousand
+_LANGUAGES_DECIDED: dict[tuple[str, str, str], tuple[str, str]] = {}
+
+
+class _Watched:
+    """An iterable that tells whether it was read: a decision that never read it does not depend on it."""
+
+    def __init__(self, items: Iterable[str]):
+        self._items, self.read = items, False
+
+    def __iter__(self) -> Iterator[str]:
+        self.read = True
+        return iter(self._items)
 
 
 def _pick(rng: random.Random, weighted: dict[str, float]) -> str:

@@ -78,3 +78,13 @@ def test_a_message_either_language_reads_as_takes_the_profiles_own_and_is_not_ke
     assert _turn_language(live, BOTH) == ("pt", "")
     live.history = [("user", "Minha fatura veio alta"), ("assistant", "…")]
     assert _turn_language(live, "ok") == ("pt", "pt")  # nothing to tell from: the customer's earlier words
+
+
+def test_a_language_read_from_the_customers_earlier_words_is_not_remembered_for_another_customer(spec, tenant):
+    portuguese, english = (live_for(replace(spec, language="pt"), tenant) for _ in range(2))
+    portuguese.history = [("user", "Minha fatura veio alta"), ("assistant", "…")]
+    english.history = [("user", "My bill came in far too high this month"), ("assistant", "…")]
+
+    assert _turn_language(portuguese, "ok") == ("pt", "pt")
+    assert _turn_language(english, "ok") == ("en", "en")
+    assert _turn_language(english, BOTH) == _turn_language(portuguese, BOTH) == ("pt", "")  # read from the text alone
