@@ -235,7 +235,7 @@ def _measure(
 
 def _explain(callers: Callers, endpoint: str, window: str, caller: str) -> None:
     """The endpoint's queries, captured in-process, with EXPLAIN (ANALYZE, BUFFERS) for the slow ones."""
-    from django.db import connection
+    from django.db import connection, transaction
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
@@ -246,14 +246,19 @@ def _explain(callers: Callers, endpoint: str, window: str, caller: str) -> None:
     with CaptureQueriesContext(connection) as captured:
         client.get(f"/api/analytics/{endpoint}?{window}", **headers)
     print(f"\n#### {caller} GET /api/analytics/{endpoint}?{window}\n")
-    for query in captured.captured_queries:
-        if float(query["time"]) * 1000 < SLOW_QUERY_MS:
-            continue
-        print(f"-- {float(query['time']) * 1000:,.0f} ms in the request\n{query['sql']}\n")
-        with connection.cursor() as cursor:
+    # In one transaction, the request's settings (the live read's ``SET LOCAL jit = off``) run again as they ran
+    # before its queries, so each plan is the one the request got.
+    with transaction.atomic(), connection.cursor() as cursor:
+        for query in captured.captured_queries:
+            statement = query["sql"].lstrip().upper()
+            if statement.startswith("SET "):
+                cursor.execute(query["sql"])
+            if not statement.startswith(("SELECT", "WITH")) or float(query["time"]) * 1000 < SLOW_QUERY_MS:
+                continue  # BEGIN, SAVEPOINT: no plan either
+            print(f"-- {float(query['time']) * 1000:,.0f} ms in the request\n{query['sql']}\n")
             cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {query['sql']}")
             print("\n".join(row[0] for row in cursor.fetchall()))
-        print()
+            print()
 
 
 def run(args: argparse.Namespace) -> int:
