@@ -167,11 +167,11 @@ def content_words(text: str) -> list[str]:
     return list(dict.fromkeys(word for word in normalize(text).split() if len(word) >= 4 and word not in _COMMON))
 
 
-def marks_of(text: str) -> list[str]:
+def marks_of(text: str, *, shouted: bool | None = None) -> list[str]:
     """The short names and codes of ``text`` (:data:`_MARK`), each once, in order: capitals as written (accents
     aside: "LOS", "US"), codes of letters and digits folded ("5g", "ps5"); no capitals when ``text`` is all
-    capitals (shouted, not named)."""
-    shouted = not any(char.islower() for char in text)
+    capitals (shouted, not named), or when ``shouted`` says so (a part of a text read apart: the whole's say)."""
+    shouted = not any(char.islower() for char in text) if shouted is None else shouted
     marks = []
     for token in _MARK.findall(text):
         if any(char.isdigit() for char in token) and not token.isdigit():
@@ -194,14 +194,14 @@ def _asked(text: str) -> tuple[str, ...]:
     return (*content_words(text), *marks_of(text))
 
 
-def stems_of(text: str) -> set[str]:
+def stems_of(text: str, *, shouted: bool | None = None) -> set[str]:
     """The first letters of ``text``'s words of four letters or more, its hyphenated compounds joined too, their
     Snowball stems (:func:`agents.stems.word_stems`, behind :data:`STEM_MARK`), and its short names and codes
-    (:func:`marks_of`)."""
+    (:func:`marks_of`, ``shouted`` as it reads it). Lines read apart hold together what they hold read as one."""
     joined = (first + second for first, second in _COMPOUND.findall(text))
     words = {word for word in (*normalize(text).split(), *(normalize(word) for word in joined)) if len(word) >= 4}
     stems = {STEM_MARK + stem for word in words for stem in word_stems(word)}
-    return {word[:STEM_CHARS] for word in words} | stems | set(marks_of(text))
+    return {word[:STEM_CHARS] for word in words} | stems | set(marks_of(text, shouted=shouted))
 
 
 def word_keys(word: str) -> frozenset[str]:

@@ -28,9 +28,17 @@ GROUPS_INDEXED_KEPT = 64  # tuples of synonym groups (a profile's sources, a ver
 
 @lru_cache(maxsize=PASSAGES_READ_KEPT)
 def passage_words(heading: str, text: str) -> frozenset[str]:
-    """The words a passage holds (:func:`agents.passages.stems_of`, heading and text): read once, not at every
-    question that finds it (reading them was most of the Python a search ran)."""
-    return frozenset(stems_of(f"{heading}\n{text}"))
+    """The words a passage holds (:func:`agents.passages.stems_of`, heading and text, as one text): read once, not at
+    every question that finds it (reading them was most of the Python a search ran). Its text and its heading are
+    read apart, each once: a search holds a passage's text under its heading path and under its own heading alone
+    (:func:`knowledge.search.section_held`)."""
+    shouted = not any(char.islower() for char in heading) and not any(char.islower() for char in text)
+    return _part_words(heading, shouted) | _part_words(text, shouted)
+
+
+@lru_cache(maxsize=PASSAGES_READ_KEPT)
+def _part_words(part: str, shouted: bool) -> frozenset[str]:
+    return frozenset(stems_of(part, shouted=shouted))
 
 
 @lru_cache(maxsize=TERMS_KEPT)
