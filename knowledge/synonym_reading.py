@@ -20,8 +20,10 @@ from knowledge.synonyms import Group
 
 READINGS_KEPT = 1024  # questions whose reading a process keeps (a turn reads its message up to three times)
 TERMS_KEPT = 20_000  # terms whose words and stems a process keeps
-# The passages whose words are kept read, the most recently found: with their text, about 6 MiB at most (a search
-# reads those of the passages it re-ranks, knowledge.search.WORDS_RERANKED, and the relevance bar the same again).
+# The passages whose words are kept read, the most recently found: with their text, about 7 MiB at most (a search
+# reads those of the passages it re-ranks, knowledge.search.WORDS_RERANKED, and the relevance bar the same again);
+# as many texts' and headings' words read apart (passage_words' parts: about 1 MiB more for 512 passages than the
+# words of each passage kept whole alone, measured with tracemalloc).
 PASSAGES_READ_KEPT = 512
 GROUPS_INDEXED_KEPT = 64  # tuples of synonym groups (a profile's sources, a version's) whose index a process keeps
 
