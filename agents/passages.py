@@ -114,6 +114,9 @@ STEM_MARK = "~"
 # ("5G", "PS5", "S24", "10h"). Longer ones ("PETR4", "CNPJ") are content words already.
 _MARK = re.compile(r"(?<![\w-])(\w{2,3})(?![\w-])")
 MAX_SENTENCES = 3
+# The most an answer quotes of a passage (its relevant sentences, whole): what a customer reads on a phone's screen
+# without scrolling far. Three table rows or long sentences of a passage of 1,200 characters ran to over 1,000.
+ANSWER_MAX_CHARS = 500
 # How knowledge writes a passage's heading path (``knowledge.reading.HEADING_SEPARATOR``): the document's title, then
 # the section's headings, the passage's own last.
 _HEADING_PATH = " › "
@@ -164,11 +167,11 @@ def content_words(text: str) -> list[str]:
     return list(dict.fromkeys(word for word in normalize(text).split() if len(word) >= 4 and word not in _COMMON))
 
 
-def marks_of(text: str) -> list[str]:
+def marks_of(text: str, *, shouted: bool | None = None) -> list[str]:
     """The short names and codes of ``text`` (:data:`_MARK`), each once, in order: capitals as written (accents
     aside: "LOS", "US"), codes of letters and digits folded ("5g", "ps5"); no capitals when ``text`` is all
-    capitals (shouted, not named)."""
-    shouted = not any(char.islower() for char in text)
+    capitals (shouted, not named), or when ``shouted`` says so (a part of a text read apart: the whole's say)."""
+    shouted = not any(char.islower() for char in text) if shouted is None else shouted
     marks = []
     for token in _MARK.findall(text):
         if any(char.isdigit() for char in token) and not token.isdigit():
@@ -191,14 +194,14 @@ def _asked(text: str) -> tuple[str, ...]:
     return (*content_words(text), *marks_of(text))
 
 
-def stems_of(text: str) -> set[str]:
+def stems_of(text: str, *, shouted: bool | None = None) -> set[str]:
     """The first letters of ``text``'s words of four letters or more, its hyphenated compounds joined too, their
     Snowball stems (:func:`agents.stems.word_stems`, behind :data:`STEM_MARK`), and its short names and codes
-    (:func:`marks_of`)."""
+    (:func:`marks_of`, ``shouted`` as it reads it). Lines read apart hold together what they hold read as one."""
     joined = (first + second for first, second in _COMPOUND.findall(text))
     words = {word for word in (*normalize(text).split(), *(normalize(word) for word in joined)) if len(word) >= 4}
     stems = {STEM_MARK + stem for word in words for stem in word_stems(word)}
-    return {word[:STEM_CHARS] for word in words} | stems | set(marks_of(text))
+    return {word[:STEM_CHARS] for word in words} | stems | set(marks_of(text, shouted=shouted))
 
 
 def word_keys(word: str) -> frozenset[str]:
@@ -476,15 +479,17 @@ def _plain(text: str) -> str:
     return _EMPHASIS.sub(lambda match: match.group(2) or match.group(3), text).strip()
 
 
-def relevant_sentences(passage: str, question: str, *, heading: str = "", limit: int = MAX_SENTENCES) -> list[str]:
+def relevant_sentences(
+    passage: str, question: str, *, heading: str = "", limit: int = MAX_SENTENCES, max_chars: int = ANSWER_MAX_CHARS
+) -> list[str]:
     """The sentences of ``passage`` (:func:`sentences_of`) that bear on ``question``, in the passage's order, at most
-    ``limit``: those whose content words of the question (:func:`asked_words`) weigh most (:func:`held_share`: "fatura"
-    and "atraso" over "pague" alone), the passage's first sentence when none holds one. A passage whose own heading
-    (the last of ``heading``'s path) holds more of the question than any of its sentences was found for what the
-    heading names ("Wi-Fi lento" for "minha internet ta lenta no quarto, o que eu faço?", where a sentence holds only
-    "faça"): its first sentences are quoted."""
-    ranked = _ranked(passage, question, heading)[:limit]
-    return [sentence for _, sentence in sorted(ranked)]
+    ``limit`` and as many whole ones as fit in ``max_chars`` (joined by a space), the most relevant first: those whose
+    content words of the question (:func:`asked_words`) weigh most (:func:`held_share`: "fatura" and "atraso" over
+    "pague" alone), the passage's first sentence when none holds one; the most relevant alone cut at the end of a word,
+    marked "…", when even it does not fit. A passage whose own heading (the last of ``heading``'s path) holds more of
+    the question than any of its sentences was found for what the heading names ("Wi-Fi lento" for "minha internet ta
+    lenta no quarto, o que eu faço?", where a sentence holds only "faça"): its first sentences are quoted."""
+    return _fitted(_ranked(passage, question, heading)[:limit], max_chars)
 
 
 def _ranked(passage: str, question: str, heading: str) -> list[tuple[int, str]]:
@@ -508,21 +513,27 @@ def quote_of(passage: str, question: str, *, heading: str = "", max_chars: int) 
     """The span of ``passage`` (under ``heading``) a citation quotes for ``question``: its relevant sentences
     (:func:`relevant_sentences`), as many whole ones as fit in ``max_chars``, the most relevant first, in the passage's
     order; the most relevant alone cut at the end of a word, marked "…", when even it does not fit."""
-    ranked = _ranked(passage, question, heading)[:MAX_SENTENCES]
+    return " ".join(_fitted(_ranked(passage, question, heading)[:MAX_SENTENCES], max_chars))
+
+
+def _fitted(ranked: list[tuple[int, str]], max_chars: int) -> list[str]:
+    """Of the sentences ``ranked`` (each with its place in the passage, the most relevant first), as many whole ones as
+    fit in ``max_chars`` joined by spaces, the most relevant first, in the passage's order; the most relevant alone cut
+    at the end of a word, marked "…", when even it does not fit."""
     if not ranked:
-        return ""
+        return []
     kept, size = [ranked[0]], len(ranked[0][1])
     for place, sentence in ranked[1:]:  # the most relevant first, as many as fit whole
         if size + 1 + len(sentence) <= max_chars:
             kept.append((place, sentence))
             size += 1 + len(sentence)
-    quote = " ".join(sentence for _, sentence in sorted(kept))
-    if len(quote) <= max_chars:
-        return quote
-    cut = quote[: max_chars - 1]
-    if not (quote[max_chars - 1].isspace() or cut[-1].isspace()) and " " in cut.strip():  # inside a word: to its start
+    if size <= max_chars:
+        return [sentence for _, sentence in sorted(kept)]
+    first = ranked[0][1]
+    cut = first[: max_chars - 1]
+    if not (first[max_chars - 1].isspace() or cut[-1].isspace()) and " " in cut.strip():  # inside a word: to its start
         cut = cut.rsplit(None, 1)[0]
-    return cut.rstrip(" ,;:.") + "…"
+    return [cut.rstrip(" ,;:.") + "…"]
 
 
 @lru_cache(maxsize=PASSAGES_QUOTED_KEPT)

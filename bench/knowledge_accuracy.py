@@ -43,9 +43,11 @@ offline model answering. An answerable question is **cited right** when the answ
 (``metadata.knowledge.citations[0]``) is from its article; an unanswerable one is **refused** when the answer cites
 nothing (and **said "I don't know"** when ``metadata.knowledge.unknown`` is set). Reported per language and per
 profile, and with ``--list`` each miss with where it went: the answering specialist and intent, whether the run
-searched (``metadata.knowledge``), the MCP tools called, the article cited. ``--questions`` with ``--articles DIR``
-asks a help centre of one's own: ``DIR``'s ``pt``, ``en`` and ``es`` folders imported into the questions' profile
-beside the demo's (:func:`articles_import`), as ``bench/unseen/knowledge/README.md`` imports the held-out one.
+searched (``metadata.knowledge``), the MCP tools called, the article cited; then each question cited right with the
+heading of the section its answer quotes (:func:`turn_sections`), which the scoring by article does not judge.
+``--questions`` with ``--articles DIR`` asks a help centre of one's own: ``DIR``'s ``pt``, ``en`` and ``es`` folders
+imported into the questions' profile beside the demo's (:func:`articles_import`), as
+``bench/unseen/knowledge/README.md`` imports the held-out one.
 
 ``--follow-ups`` asks conversations instead (``bench/knowledge/follow_ups.yaml``: a first question, then what a
 customer sends after its answer — a follow-up leaning on it, one the help centre does not answer, a new subject,
@@ -311,6 +313,7 @@ class TurnSeen:
     unknown: bool
     answer: str
     grounded: bool | None = None  # None: the answer cites nothing
+    section: str = ""  # the heading of the passage the answer cites first (its quote): none when it cites nothing
 
     def describe(self) -> str:
         tools = ", ".join(self.tools) or "no tool"
@@ -324,12 +327,13 @@ def turn_answers(
     """Each question sent through the gateway as a customer's first message to its profile (``client``: an API
     client holding a key of the demo's tenant; ``sessions``: the sessions' prefix, one session a question): the
     articles its answer cites, in the answer's order, each with its relevance, and where it went."""
-    from knowledge.models import KnowledgeDocument
+    from knowledge.models import KnowledgeDocument, KnowledgePassage
     from releases.evals.checks import answer_framing, grounding
     from releases.evals.run import cited_passages
     from routing import snapshot
 
     names = dict(KnowledgeDocument.objects.values_list("pk", "file_name"))
+    headings = dict(KnowledgePassage.objects.values_list("pk", "heading"))
     profiles = snapshot.current().profiles
     out = []
     for number, question in enumerate(questions):
@@ -345,9 +349,10 @@ def turn_answers(
         body = response.json() if response.status_code == 200 else {}
         metadata = body.get("metadata") or {}
         knowledge = metadata.get("knowledge") or {}
+        citations = knowledge.get("citations") or ()
         cited = tuple(
             (names.get(citation["document"], f"#{citation['document']}"), float(citation["score"]))
-            for citation in knowledge.get("citations") or ()
+            for citation in citations
         )
         passages = cited_passages(knowledge)
         framing = answer_framing(profiles[question.profile], str(body.get("agent")), metadata.get("language"))
@@ -360,6 +365,7 @@ def turn_answers(
             unknown=bool(knowledge.get("unknown")),
             answer=str(body.get("answer") or ""),
             grounded=grounded if passages else None,
+            section=headings.get(citations[0]["passage"], "") if citations else "",
         )
         out.append((Answer(cited), seen))
     return out
@@ -412,6 +418,16 @@ def turn_misses(questions: Sequence[Question], seen: Sequence[tuple[Answer, Turn
             f"cited {cited}; {turn.describe()}; {turn.answer[:90]!r}"
         )
     return lines
+
+
+def turn_sections(questions: Sequence[Question], seen: Sequence[tuple[Answer, TurnSeen]]) -> list[str]:
+    """One line per answerable question cited right: the heading of the section its answer quotes, to be read against
+    the question (the article is right; whether the section is the one that answers, the scoring does not say)."""
+    return [
+        f"  [{question.lang} {question.profile}] {question.text!r}: {turn.section}"
+        for question, (answer, turn) in zip(questions, seen, strict=True)
+        if question.article and answer.cited and answer.cited[0][0] == question.article
+    ]
 
 
 def vectors_on(profile: Any, *, bar: float) -> None:
@@ -571,6 +587,9 @@ def _turns_main(
         if listed:
             print("Missed:")
             print("\n".join(turn_misses(questions, seen)))
+            print()
+            print("Cited right, the section quoted:")
+            print("\n".join(turn_sections(questions, seen)))
             print()
     if best is not None:
         cosines_report(questions, best, write=print)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Any
@@ -51,6 +52,7 @@ from agents.public import STEM_CHARS, HeldShare, asked_words, content_words, wor
 from common.config_version import config_version, local_generation
 from common.text import fold
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
+from knowledge.reading import HEADING_SEPARATOR
 from knowledge.spelling import edits_allowed, respelt, spelling_of
 from knowledge.synonym_reading import Reading, expanded, passage_words, question_read, words_held_with
 from knowledge.synonyms import Group, Held, groups_of
@@ -656,25 +658,64 @@ def by_words_held(
     (:func:`agents.passages.asked_words`) each passage holds, heading and text (as the relevance bar counts and weighs
     them, :func:`agents.passages.held_share`, ``reading``'s synonyms too:
     :func:`knowledge.synonym_reading.words_held_with`); among equals, by how much its document's title holds
-    (``about``: by document, its title first, as :attr:`Scope.about`), then in the engine's order. Each scored in
-    [0, 1): (held + (held by the title + the engine's score) / (asked + 1)) / (asked + 1), what is held counted as
-    ``asked`` times its share (the number of words held when each weighs the same). A question with no such word
-    keeps the engine's order and scores."""
+    (``about``: by document, its title first, as :attr:`Scope.about`); then by how much its section holds of its own
+    (:func:`section_held`: the sections of one document share their title's words, which told none of them from the
+    others: "how long does it take to port my number" was quoted the section on withdrawing a request, not the one
+    on how long it takes); then in the engine's order. Each scored in [0, 1): (held + (held by the title + the
+    section's own) / (asked + 1)) / (asked + 1), the section's own (held by its heading alone + (held by its heading
+    and text + the engine's score) / (asked + 1)) / (asked + 1), what is held counted as ``asked`` times its share
+    (the number of words held when each weighs the same). A question with no such word keeps the engine's order and
+    scores."""
     if not asked:
         return rows
     whole = len(asked) + 1
     share = HeldShare(asked)
-    in_titles: dict[int, float] = {}  # by document: the passages found are often several of one
+    titles: dict[int, tuple[str, float, frozenset[str]]] = {}  # by document: the passages found are often several
     scored = []
     for index, row in enumerate(rows):
-        held = len(asked) * share(words_held_with(asked, passage_words(row[3], row[5]), reading))
-        in_title = in_titles.get(row[2])
-        if in_title is None:
-            title = (about or {}).get(row[2], ("",))[0]
-            in_title = in_titles[row[2]] = len(asked) * share(words_held_with(asked, passage_words("", title), reading))
-        scored.append(((held + (in_title + row[1]) / whole) / whole, index, row))
+        held = words_held_with(asked, passage_words(row[3], row[5]), reading)
+        title, in_title, by_title = titles.get(row[2]) or titles.setdefault(
+            row[2], _title_held(row[2], about, asked, reading, share)
+        )
+        named, own = section_held(row[3], row[5], title, by_title, held, reading)
+        section = (len(asked) * share(named) + (len(asked) * share(own) + row[1]) / whole) / whole
+        scored.append(((len(asked) * share(held) + (in_title + section) / whole) / whole, index, row))
     scored.sort(key=lambda item: (-item[0], item[1]))
     return [(row[0], round(value, 6), *row[2:]) for value, _, row in scored]
+
+
+def _title_held(
+    document: int, about: Mapping[int, tuple[str, ...]] | None, asked: list[str], reading: Reading, share: HeldShare
+) -> tuple[str, float, frozenset[str]]:
+    """A document's title, ``asked`` times the share of the question's words it holds, and those words."""
+    title = (about or {}).get(document, ("",))[0]
+    held = words_held_with(asked, passage_words("", title), reading)
+    return title, len(asked) * share(held), frozenset(held)
+
+
+def section_held(
+    heading: str, text: str, title: str, by_title: AbstractSet[str], held: list[str], reading: Reading
+) -> tuple[list[str], list[str]]:
+    """Of the question's words a passage holds under its whole ``heading`` path (``held``), in order, what its section
+    holds that its document's other sections do not hold with it: those its own heading (:func:`own_heading`) holds
+    and its ``title`` does not (``by_title``: the title holds them for every section), and those its own heading or
+    its ``text`` holds (the path above it left out). "¿cómo saco una copia de mi factura?" holds *copia* and
+    *factura* in every section of "Segunda copia de la factura" through its title; the one headed "Factura digital
+    por correo" holds *factura* of its own as the title does, and "En la aplicación" both in its text; of "¿en cuánto
+    tiempo me devuelven un cobro indebido?", the section headed "Cómo se devuelve" names what the title does not."""
+    section = own_heading(heading, title)
+    own = words_held_with(held, passage_words(section, text), reading)
+    if not section:
+        return [], own
+    return [word for word in words_held_with(own, passage_words(section, ""), reading) if word not in by_title], own
+
+
+def own_heading(heading: str, title: str) -> str:
+    """A passage's own heading: the last of its ``heading`` path (:data:`knowledge.reading.HEADING_SEPARATOR`), none
+    when that is its document's ``title`` (the passages before the first section's heading). What the path holds
+    above it — the title, the sections it sits in — every passage of those sections holds too."""
+    own = heading.rsplit(HEADING_SEPARATOR, 1)[-1]
+    return "" if own == title else own
 
 
 def _hit(row: Row, scope: Scope, found_by: tuple[str, ...] = (LEXICAL,), cosine: float | None = None) -> Hit:

@@ -20,17 +20,27 @@ from knowledge.synonyms import Group
 
 READINGS_KEPT = 1024  # questions whose reading a process keeps (a turn reads its message up to three times)
 TERMS_KEPT = 20_000  # terms whose words and stems a process keeps
-# The passages whose words are kept read, the most recently found: with their text, about 6 MiB at most (a search
-# reads those of the passages it re-ranks, knowledge.search.WORDS_RERANKED, and the relevance bar the same again).
+# The passages whose words are kept read, the most recently found: with their text, about 7 MiB at most (a search
+# reads those of the passages it re-ranks, knowledge.search.WORDS_RERANKED, and the relevance bar the same again);
+# as many texts' and headings' words read apart (passage_words' parts: about 1 MiB more for 512 passages than the
+# words of each passage kept whole alone, measured with tracemalloc).
 PASSAGES_READ_KEPT = 512
 GROUPS_INDEXED_KEPT = 64  # tuples of synonym groups (a profile's sources, a version's) whose index a process keeps
 
 
 @lru_cache(maxsize=PASSAGES_READ_KEPT)
 def passage_words(heading: str, text: str) -> frozenset[str]:
-    """The words a passage holds (:func:`agents.passages.stems_of`, heading and text): read once, not at every
-    question that finds it (reading them was most of the Python a search ran)."""
-    return frozenset(stems_of(f"{heading}\n{text}"))
+    """The words a passage holds (:func:`agents.passages.stems_of`, heading and text, as one text): read once, not at
+    every question that finds it (reading them was most of the Python a search ran). Its text and its heading are
+    read apart, each once: a search holds a passage's text under its heading path and under its own heading alone
+    (:func:`knowledge.search.section_held`)."""
+    shouted = not any(char.islower() for char in heading) and not any(char.islower() for char in text)
+    return _part_words(heading, shouted) | _part_words(text, shouted)
+
+
+@lru_cache(maxsize=PASSAGES_READ_KEPT)
+def _part_words(part: str, shouted: bool) -> frozenset[str]:
+    return frozenset(stems_of(part, shouted=shouted))
 
 
 @lru_cache(maxsize=TERMS_KEPT)

@@ -9,6 +9,7 @@ import pytest
 
 from agents.knowledge_settings import DEFAULT_MIN_SCORE
 from agents.passages import (
+    ANSWER_MAX_CHARS,
     MAX_SENTENCES,
     STEM_CHARS,
     STEM_MARK,
@@ -390,6 +391,37 @@ def test_a_quote_too_long_for_every_sentence_keeps_the_one_that_answers_the_ques
     assert quote_of(packages, "how much is the passport world package a day?", max_chars=90) == (
         "package: Passport World; price per day: R$ 59.90."
     )
+
+
+def test_an_answer_quoting_long_table_rows_keeps_the_whole_rows_that_fit_a_phone_screen_the_most_relevant_first():
+    condition = "delivered to the order's address, signed for by the customer or a neighbour named at checkout, " * 2
+    plans = (
+        "| plan | data | what else comes with it |\n| --- | --- | --- |\n"
+        f"| Start | 10 GB of data | {condition}and a paper bill on request. |\n"
+        f"| Plus | 30 GB of data | {condition}and roaming in the Americas with data. |\n"
+        f"| Max | 80 GB of data | {condition}and roaming everywhere with data, calls and data for a second line. |"
+    )
+    question = "which plan has roaming with data for a second line?"
+    rows = sentences_of(plans)
+    assert len(" ".join(rows)) > ANSWER_MAX_CHARS  # the three rows hold the question's words: unbounded, all three
+
+    answer = relevant_sentences(plans, question)
+
+    assert answer == [rows[2]]  # the row holding most of the question, whole; the next does not fit beside it
+    assert len(" ".join(answer)) <= ANSWER_MAX_CHARS
+    two = len(rows[1]) + 1 + len(rows[2])
+    assert relevant_sentences(plans, question, max_chars=two) == [rows[1], rows[2]]  # in the passage's order
+
+
+def test_an_answer_whose_one_sentence_is_longer_than_the_bound_is_cut_at_the_end_of_a_word():
+    sentence = "The technician installs the fibre and the modem " + "and checks every room's signal " * 30 + "for free."
+
+    [answer] = relevant_sentences(sentence, "does the technician install the modem for free?")
+
+    assert len(answer) <= ANSWER_MAX_CHARS
+    assert answer.endswith("…")
+    assert sentence.startswith(answer[:-1].rstrip())
+    assert answer[:-1].rstrip().split()[-1] in sentence.split()  # a whole word before the mark
 
 
 def test_a_passage_found_by_its_heading_is_quoted_from_its_start_not_from_a_sentence_sharing_a_general_word():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import replace
 
 from bench.knowledge_accuracy import (
     FOLLOW_UPS,
@@ -21,6 +22,7 @@ from bench.knowledge_accuracy import (
     questions_load,
     turn_misses,
     turn_report,
+    turn_sections,
 )
 from releases.management.commands.seed_demo import help_centre_folder
 
@@ -95,6 +97,21 @@ def test_at_a_turn_the_first_citation_counts_and_an_unanswerable_question_is_ref
     missed = turn_misses(questions, answers)
     assert [line.split("'")[1] for line in missed] == ["wrong first", "not searched", "cited anyway"]
     assert "billing_agent (no intent), did not search, no tool" in missed[1]
+
+
+def test_each_question_cited_right_is_listed_with_the_section_its_answer_quotes_to_be_read_against_the_question():
+    questions = [
+        Question("p", "pt", "right", "a.md"),
+        Question("p", "en", "wrong", "a.md"),
+        Question("p", "es", "refused", None),
+    ]
+    answers = [
+        (Answer((("a.md", 0.5),)), replace(seen(), section="A › Refunds")),
+        (Answer((("b.md", 0.5),)), replace(seen(), section="B › Delivery")),
+        (Answer(()), seen()),
+    ]
+
+    assert turn_sections(questions, answers) == ["  [pt p] 'right': A › Refunds"]
 
 
 def test_rarity_weighs_a_word_the_knowledge_holds_in_few_passages_above_a_common_one():

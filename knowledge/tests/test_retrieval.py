@@ -144,17 +144,23 @@ def test_a_passages_words_are_read_once_whatever_questions_find_it(help_centre, 
     from knowledge import synonym_reading
 
     read: list[str] = []
-    monkeypatch.setattr(synonym_reading, "stems_of", lambda text: read.append(text) or agents.passages.stems_of(text))
+
+    def stems_of(text: str, *, shouted: bool | None = None) -> set[str]:
+        read.append(text)
+        return agents.passages.stems_of(text, shouted=shouted)
+
+    monkeypatch.setattr(synonym_reading, "stems_of", stems_of)
     synonym_reading.passage_words.cache_clear()
-    # The search reads the words of the passages it re-ranks and of their documents' titles; the bar, those of the
-    # passages it considers: each once.
+    synonym_reading._part_words.cache_clear()
+    # The search reads the words of the passages it re-ranks (their text, their heading path and their own heading
+    # apart) and of their documents' titles; the bar, those of the passages it considers: each once.
     questions = ["Posso parcelar a compra no cartão de crédito?", "Posso parcelar no cartão?"]
     first, second = (retrieve(help_centre, "pt", question) for question in questions)
     read_before = len(read)
     again = retrieve(help_centre, "pt", questions[0])
 
     assert len(read) == read_before == len(set(read))
-    considered = {f"{p.hit.heading}\n{p.hit.text}" for p in (*first.considered, *second.considered)}
+    considered = {part for p in (*first.considered, *second.considered) for part in (p.hit.heading, p.hit.text)}
     assert considered <= set(read)
     assert [(p.relevance, p.held, p.asked) for p in again.considered] == [
         (p.relevance, p.held, p.asked) for p in first.considered

@@ -417,11 +417,40 @@ def test_a_question_with_only_common_words_keeps_the_engines_order_and_scores(th
     assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
 
 
+def test_among_passages_holding_as_much_the_section_holding_the_question_itself_comes_first_not_its_neighbour():
+    from agents.passages import asked_words
+    from knowledge.synonym_reading import NOTHING
+
+    title = "Segunda copia de la factura"
+    about = {1: (title,)}
+    by_mail = (1, 0.6, 1, f"{title} › Factura digital por correo", 1, "Recibe la factura por correo cada mes.")
+    in_app = (2, 0.5, 1, f"{title} › En la aplicación", 2, "La copia de la factura se descarga en la aplicación.")
+    asked = asked_words("como saco una copia de mi factura?")
+
+    ranked = search.by_words_held([by_mail, in_app], asked, NOTHING, about)
+
+    # Both hold "copia" and "factura" through the title, the first "factura" in its heading as the title does: the
+    # section whose own text holds both comes first, whatever the engine's order.
+    assert [row[0] for row in ranked] == [2, 1]
+
+    title = "Reembolso de cobros indebidos"
+    about = {1: (title,)}
+    others = (1, 0.6, 1, f"{title} › Servicios de terceros", 1, "Un cobro de terceros que no pediste se devuelve.")
+    how = (2, 0.5, 1, f"{title} › Cómo se devuelve", 2, "Como crédito en la próxima factura o por transferencia.")
+    asked = asked_words("en cuanto tiempo me devuelven un cobro indebido?")
+
+    ranked = search.by_words_held([others, how], asked, NOTHING, about)
+
+    # Both hold "devuelven", "cobro" and "indebido" (the title holds the two last): the section named for what is
+    # asked comes first, before one whose text holds more of it.
+    assert [row[0] for row in ranked] == [2, 1]
+
+
 def test_re_ranking_by_the_words_held_weighs_the_questions_words_once_and_reads_each_documents_title_once(
     monkeypatch,
 ):
     import agents.passages
-    from agents.passages import asked_words, held_share
+    from agents.passages import asked_words, held_share, holds, stems_of
     from knowledge.synonym_reading import NOTHING, passage_words, words_held_with
 
     def share(heading: str, text: str) -> float:  # as each passage and title was weighed, the question each time
@@ -432,8 +461,25 @@ def test_re_ranking_by_the_words_held_weighs_the_questions_words_once_and_reads_
     rows = [(pk, 0.5 - pk / 100, 1 + pk % 2, "Ajuda › Fatura", pk, texts[pk % 3]) for pk in range(10)]
     about = {1: ("Segunda via da fatura",), 2: ("Pagamentos",)}
     whole = len(asked) + 1
+
+    def named(title: str) -> float:  # the words the section's own heading holds and its document's title does not
+        words = [word for word in asked if holds(word, stems_of("Fatura")) and not holds(word, stems_of(title))]
+        return len(asked) * held_share(words, asked)
+
     scored = [
-        ((share(row[3], row[5]) + (share("", about[row[2]][0]) + row[1]) / whole) / whole, index, row)
+        (
+            (
+                share(row[3], row[5])
+                + (
+                    share("", about[row[2]][0])
+                    + (named(about[row[2]][0]) + (share("Fatura", row[5]) + row[1]) / whole) / whole
+                )
+                / whole
+            )
+            / whole,
+            index,
+            row,
+        )
         for index, row in enumerate(rows)
     ]
     expected = [(row[0], round(value, 6), *row[2:]) for value, _, row in sorted(scored, key=lambda e: (-e[0], e[1]))]
