@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, F, FloatField, Func, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models import Count, F, FloatField, Func, IntegerField, Q, QuerySet, Sum, Value
 from django.db.models.expressions import Combinable
 from django.db.models.functions import Cast, Floor, Greatest, Ln, TruncDate
 
@@ -94,16 +94,11 @@ class Fact:
         return rows.annotate(**computed)
 
 
-# A conversation is counted under the routing version that served its first user message: the one it started on
-# (and, with sticky versions, kept). None: a draft, no published version, or no message yet.
-_FIRST_VERSION = Subquery(
-    Message.objects.filter(conversation=OuterRef("pk"), role=MessageRole.USER)
-    .order_by("created_at", "id")
-    .values("routing_version")[:1]
-)
 # Messages, route decisions and tool calls repeat their turn's tenant (conversations migration 0030), and messages and
 # route decisions the language their turn was read in, which they are counted under: a live day's read joins no
-# conversation. A conversation is counted under its language as it is now.
+# conversation. A conversation is counted under its language as it is now, and under the routing version that served
+# its first user message, stored on it with that message (conversations migration 0031; None: a draft, no published
+# version, or no message yet).
 
 MESSAGES = Fact(
     name="messages",
@@ -171,7 +166,7 @@ CONVERSATIONS = Fact(
     source=Conversation.objects.all,
     tenant="tenant_id",
     profile="profile_id",
-    dimensions={"cohort": None, "routing_version": _FIRST_VERSION, "handoff_kinds": None, "language": None},
+    dimensions={"cohort": None, "routing_version": None, "handoff_kinds": None, "language": None},
     measures={"n": Count("*")},
 )
 # Outcomes by the day they were decided. A row of a closed day changes when its conversation is rated again or

@@ -1820,7 +1820,9 @@ def _conversation_columns(who: _Who) -> dict[str, Any]:
 def _conversation_turn(row: Conversation, record: TurnRecord, live: LiveState, rows: TurnRows) -> None:
     """What a turn's transaction does to its conversation's row (``conversation_turn_record``): the live state
     :func:`~conversations.records.conversation_updates` gives, the messages counted, the next ticket's turn."""
-    counted = CountedAs(cohort=row.cohort, handoff_kinds=row.handoff_kinds, created_at=row.created_at)
+    counted = CountedAs(
+        cohort=row.cohort, handoff_kinds=row.handoff_kinds, created_at=row.created_at, first=not row.message_count
+    )
     for name, value in conversation_updates(record, live, counted).items():
         setattr(row, "escalation_id" if name == "escalation" else name, value)  # the update names the escalation's id
     row.message_count += len(rows.messages)

@@ -106,6 +106,13 @@ class Conversation(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True, help_text="When the session was last ended via the API.")
     message_count = models.PositiveIntegerField(default=0)
     cohort = models.CharField(max_length=16, blank=True, help_text=COHORT_HELP)
+    routing_version = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The published routing version that served the conversation's first user message, which the "
+        "analytics count the conversation under (blank: a draft, a profile never published, or no message yet). "
+        "Written with that message; later turns served by another version leave it.",
+    )
     handoff_kinds = models.PositiveSmallIntegerField(
         default=0,
         help_text="The kinds of completed move the conversation has had, one bit each (handoffs.models.KIND_BITS).",
@@ -154,17 +161,20 @@ class Conversation(models.Model):
         ordering = ["-updated_at"]
         # The analytics' indexes (analytics/selectors.py) carry every column those queries read, so PostgreSQL
         # answers from the index alone: conversations created in a window per tenant, profile and cohort (with their
-        # language: language_mix), and the ids of a tenant's conversations that other reads join to. The language is
-        # in an index already changing it, so a turn that changes it was never a HOT update.
+        # language, language_mix, the version they started on, a version's slice, and the kinds of move they have had,
+        # the handoff rate), and the ids of a tenant's conversations that other reads join to. A turn that changes an
+        # indexed column (a new language, a first move of a kind, the first turn's version) is not a HOT update.
         indexes = [
             models.Index(fields=["tenant", "-updated_at"], name="conversation_tenant_recent"),
             models.Index(
                 fields=["tenant", "created_at", "profile", "cohort"],
-                include=["language"],
+                include=["language", "routing_version", "handoff_kinds"],
                 name="conversation_tenant_window",
             ),
             models.Index(
-                fields=["created_at", "tenant", "profile", "cohort"], include=["language"], name="conversation_window"
+                fields=["created_at", "tenant", "profile", "cohort"],
+                include=["language", "routing_version", "handoff_kinds"],
+                name="conversation_window",
             ),
             models.Index(fields=["tenant", "profile", "id", "cohort"], name="conversation_tenant_ids"),
             # The periodic close (conversations.outcomes): a profile's open conversations (closed ones leave the

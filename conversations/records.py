@@ -342,17 +342,29 @@ class LiveState:
 @dataclass(frozen=True)
 class CountedAs:
     """What the analytics' daily totals know of the conversation: its cohort, the kinds of move it has had
-    (``handoff_kinds``), the day it was created and its language, as the turn read them."""
+    (``handoff_kinds``), the day it was created and its language, as the turn read them; ``first``: the turn is the
+    conversation's first (it had no message), whose routing version the conversation is counted under."""
 
     cohort: str = ""
     handoff_kinds: int = 0
     created_at: dt.datetime | None = None
     language: str = ""
+    first: bool = False
 
     def relanguaged(self, live: LiveState) -> bool:
         """The turn changes the language of a conversation created on an earlier UTC day than today's (a
         conversation of today is counted from the rows themselves until the day closes)."""
-        if not live.language or live.language == self.language or self.created_at is None:
+        if not live.language or live.language == self.language:
+            return False
+        return self._before_today()
+
+    def versioned_late(self) -> bool:
+        """The turn is the first of a conversation created on an earlier UTC day (its day may have been summed
+        before the conversation had a version)."""
+        return self.first and self._before_today()
+
+    def _before_today(self) -> bool:
+        if self.created_at is None:
             return False
         return self.created_at.astimezone(dt.UTC).date() < timezone.now().astimezone(dt.UTC).date()
 
@@ -371,6 +383,8 @@ def conversation_updates(record: TurnRecord, live: LiveState, counted: CountedAs
         updates["language"] = live.language
     if record.cohort:
         updates["cohort"] = record.cohort
+    if counted.first:  # the version the conversation started on; later turns' versions are on their own rows
+        updates["routing_version"] = record.routing_version
     if live.routed is not None:
         updates["state"], updates["active_specialist"], updates["active_intent"] = live.routed
     if live.active_backend is not None:
@@ -409,8 +423,8 @@ def conversation_turn_record(*, record: TurnRecord, live: LiveState, counted: Co
     """
     rows = turn_rows(record)
     updates = conversation_updates(record, live, counted)
-    relanguaged = counted.relanguaged(live)
-    recounted = relanguaged or "handoff_kinds" in updates or bool(record.cohort and record.cohort != counted.cohort)
+    late = counted.relanguaged(live) or counted.versioned_late()  # a closed day's conversation counted anew
+    recounted = late or "handoff_kinds" in updates or bool(record.cohort and record.cohort != counted.cohort)
     goal = record.metadata.get("goal")
     opened, reopened = rows.escalation, live.outcome == OPEN
     joined = connection.vendor == "postgresql"  # data-modifying WITH parts: PostgreSQL's

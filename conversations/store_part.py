@@ -32,3 +32,4 @@ class TurnStore:
     rollout: dict[str, Any] | None = None  # a running rollout plan's {plan, cohort} for this conversation
     handoff_kinds: int = 0
     conversation_created_at: dt.datetime | None = None
+    message_count: int = 0  # the conversation's messages when the turn began (0: the turn is its first)

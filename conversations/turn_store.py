@@ -152,6 +152,7 @@ def conversation_load(turn: Turn, state: dict[str, Any] | None) -> None:
         turn.store.cohort = state["cohort"]
         turn.store.handoff_kinds = state["handoff_kinds"]
         turn.store.conversation_created_at = state["created_at"]
+        turn.store.message_count = state["message_count"]
         turn.store.fallbacks_in_row = turn.store.fallbacks_before = state["fallbacks_in_row"]
         turn.store.outcome_was = state["outcome"]
         turn.language.kept = turn.language.found = state["language"]
@@ -383,6 +384,7 @@ def turn_persist(turn: Turn, *, stored: Callable[[Turn], None] | None = None) ->
         handoff_kinds=turn.store.handoff_kinds,
         created_at=turn.store.conversation_created_at,
         language=turn.language.found,
+        first=turn.store.message_count == 0,
     )
     record = turn_record(turn)
     claim = turn.input.idempotency_claim

@@ -161,6 +161,9 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
         question = Message.objects.create(
             conversation=conv, role="user", content="Minha fatura", cohort=conv.cohort, routing_version=version
         )
+        if conv.routing_version != version:  # the first turn gives the conversation its version (records.py)
+            conv.routing_version = version
+            Conversation.objects.filter(pk=conv.pk).update(routing_version=version)
         answer = Message.objects.create(
             conversation=conv,
             role="assistant",

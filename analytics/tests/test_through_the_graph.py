@@ -162,3 +162,36 @@ def test_a_conversation_whose_language_changes_today_moves_and_its_earlier_messa
     assert (after["pt"]["conversations"], after["pt"]["messages"], after["pt"]["answers"]) == (0, 2, 2)
     assert (after["en"]["conversations"], after["en"]["messages"], after["en"]["answers"]) == (1, 1, 1)
     assert RollupDay.objects.filter(day__in=[created, yesterday], sealed=True).count() == 2  # summed again
+
+
+def test_a_conversation_counts_under_the_version_it_started_on_read_live_and_summed_alike(api, telecom, settings):
+    """Its later turn, served by the next version, counts under that one; the conversation stays under the first."""
+    from agents.models import AgentProfile
+    from analytics.models import RollupDay
+    from releases.versions import version_publish
+    from routing.models import Keyword
+
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    version_publish(profile=profile, note="first")
+    assert send(api, "Minha fatura veio alta")["metadata"]["version"] == 1
+    Keyword.objects.create(intent=profile.intents.get(name="retail_order_tracking"), text="modem")
+    version_publish(profile=profile, note="modem routes to orders", based_on=1)
+    assert send(api, "meu modem")["metadata"]["version"] == 2
+
+    def figures() -> list[tuple[int, int]]:
+        read = {"days": 2}
+        return [
+            (
+                api.get("/api/analytics/handoffs", {**read, "version": version}).json()["total_conversations"],
+                api.get("/api/analytics/routing-methods", {**read, "version": version}).json()["total"],
+            )
+            for version in ("1", "2", "draft")
+        ]
+
+    day = _to_yesterday("tenant_a:telecom_contas:web-001")
+    settings.ANALYTICS_ROLLUPS = False  # every row read
+    live = figures()
+    settings.ANALYTICS_ROLLUPS = True
+    assert figures() == live == [(1, 1), (0, 1), (0, 0)]  # yesterday summed by the read
+    assert RollupDay.objects.get(day=day).sealed

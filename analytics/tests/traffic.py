@@ -152,6 +152,11 @@ def build_traffic(*, tenant_a: Tenant, tenant_b: Tenant) -> Traffic:
             ),
         )
         _dated(created, when)
+        if role == "user" and row.routing_version != VERSIONS[conv]:
+            # As the conversation's first turn does (conversations.records.conversation_updates): every message of
+            # a conversation here carries the same version, so whichever is written first gives it.
+            row.routing_version = VERSIONS[conv]
+            Conversation.objects.filter(pk=row.pk).update(routing_version=row.routing_version)
 
     def turn(conv, when, agent, latency, judge) -> None:
         """A user message and its answer a minute later."""

@@ -11,6 +11,7 @@ import pytest
 
 from agents.models import AgentProfile
 from common.config_version import config_version_bump
+from conversations.models import Conversation, Message
 from releases.versions import version_publish, version_revert
 from routing.models import Keyword
 
@@ -71,6 +72,28 @@ def test_after_publishing_an_edit_reaches_the_draft_only_until_it_is_published(a
     reverted = say(api, "meu modem", session="v-3")
     assert reverted["metadata"]["version"] == 3
     assert reverted["metadata"]["intent"] != "retail_order_tracking"
+
+
+@pytest.mark.sqlite_too
+def test_a_conversation_keeps_the_version_its_first_message_was_served_by_when_a_later_one_is_served_by_another(
+    api, telecom
+):
+    profile = AgentProfile.objects.get(agent_id="telecom_contas")
+    draft = say(api, "minha fatura", session="v-draft")
+    version_publish(profile=profile, note="first")
+    first = say(api, "minha fatura")
+    add_keyword("modem")
+    version_publish(profile=profile, note="modem routes to orders", based_on=1)
+
+    later = say(api, "meu modem")
+
+    assert (first["metadata"]["version"], later["metadata"]["version"]) == (1, 2)
+    assert Conversation.objects.get(conversation_key=later["conversation_key"]).routing_version == 1
+    # The draft's conversation has a message served by no version: none, as a conversation with no message yet.
+    assert say(api, "e agora?", session="v-draft")["metadata"]["version"] == 2
+    assert Conversation.objects.get(conversation_key=draft["conversation_key"]).routing_version is None
+    versions = Message.objects.filter(conversation__conversation_key=later["conversation_key"], role="user")
+    assert list(versions.order_by("id").values_list("routing_version", flat=True)) == [1, 2]
 
 
 def test_debug_names_a_version_it_does_not_know(debug_api, telecom):
