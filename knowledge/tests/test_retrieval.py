@@ -278,3 +278,12 @@ def test_a_citations_link_resolves_the_documents_page_once_for_every_document(mo
 
     assert len(calls) == 1
     assert links == [django.urls.reverse(retrieval.DOCUMENT_PAGE, args=[document_id]) for document_id in (3, 4, 5, 3)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_search_gives_its_database_connection_back_so_that_none_is_held_through_the_models_call(help_centre):
+    """A turn searches before its model's call and writes after it: a connection the search kept was held through the
+    call, and the process's other messages waited for the pool."""
+    retrieved = retrieve(help_centre, "en", "Express delivery?")
+
+    assert retrieved.used and connection.connection is None
