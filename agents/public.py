@@ -137,7 +137,7 @@ from agents.usage import (
     usage_counting,
     usage_record,
 )
-from agents.word_frequency import zipf_frequency
+from agents.word_frequency import word_lists_warm, zipf_frequency
 
 __all__ = [
     "ANSWER_CHARS_ASKED",
@@ -265,6 +265,7 @@ __all__ = [
     "validate_tool_args_schema",
     "weight_of",
     "word_keys",
+    "word_lists_warm",
     "word_stems",
     "words_held",
     "yaml_exported",

@@ -10,13 +10,20 @@ highest of its three languages' frequencies (the bar does not know which languag
 Spanish word, whatever the conversation's language), folded as the bar folds words (case and accents aside: the
 lists spell "não", the bar "nao").
 
-The lists are read at the first word weighed, once per process, through wordfreq's public API
-(``get_frequency_dict`` of its "small" lists, the words of Zipf :data:`COUNTED_FROM` or more kept, about 7,300
-folded), in a child process (:class:`_Lists`); a word's weight is read from them (:func:`word_weight`). Imported in
+The lists are read once per process, through wordfreq's public API (``get_frequency_dict`` of its "small" lists,
+the words of Zipf :data:`COUNTED_FROM` or more kept, about 7,300 folded), in a child process (:class:`_Lists`): when
+the process starts, where its routing holds a profile with knowledge (:func:`word_lists_warm`), else at the first
+word weighed; a word's weight is read from them (:func:`word_weight`). Imported in
 the process itself, wordfreq and its tokenisers (``ftfy``, ``langcodes``, ``regex``) and its cached lists stayed: about
 20 MiB more in every web and Celery worker that answered from knowledge, which took the web worker past its memory
 budget (docs/benchmarks.md, "Memory per process"). The child costs about 0.2 s of CPU once per process; its words
 take about 1 MiB. A process whose profiles hold no knowledge starts none.
+
+Read at the first word weighed, the child ran inside a customer's searched message: the message waited for it (1.3 s
+of wall time at a load of 11 on two cores), and so did every other search of the process, on the lock, each holding
+its database connection, so that the process's other messages queued for the pool behind them; a server measured
+over a window its workers' first searches fell in counted the children's CPU too. Read at start, before the worker
+listens, as the routing is compiled (:func:`routing.snapshot.snapshot_warm`), no message waits for it.
 """
 
 from __future__ import annotations
@@ -106,6 +113,13 @@ class _Lists:
 
 
 _LISTS = _Lists()
+
+
+def word_lists_warm() -> None:
+    """Read the lists now (the child process, about 0.25 s of CPU), not at the first word a customer's search weighs:
+    for a process's start, before it serves, when its profiles hold knowledge. A child that fails is logged and
+    tried again as at a word weighed (:class:`_Lists`)."""
+    _LISTS.words()
 
 
 def zipf_frequency(word: str) -> float:

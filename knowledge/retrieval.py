@@ -5,15 +5,22 @@ a query whether a profile holds any: a profile with no knowledge pays nothing fo
 :func:`knowledge_retrieve` searches (:func:`knowledge.search.knowledge_search`) the conversation's language
 first and, when no passage of it reaches the relevance bar or none holds the whole question, every language (a
 passage of another language beside one of the conversation's at the bar only when it holds the whole question).
+
+A search gives its database connection back when it is done (outside a transaction), as the turn's other steps do
+(``conversations.turn_store``): a turn searches before its model's call and writes after it, and a connection kept
+through the call left the process's other messages waiting for the pool (a few connections a worker) for as long as
+the model took.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
+from django.db import connection
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.translation import get_language
 
@@ -31,6 +38,9 @@ RETRIEVE_LIMIT = 5  # passages considered per question
 # stays under a bar of one half whatever the thread holds, where one naming nothing the passage could hold ("e quanto
 # tempo eu tenho pra isso?": "tempo" weighs 0.39) reaches it on the thread.
 THREAD_WEIGHT = 0.8
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,22 @@ def knowledge_profiles() -> frozenset[int]:
     return frozenset(documents.values_list("source__profile_id", flat=True).distinct())
 
 
+def _connection_given_back(func: Callable[P, R]) -> Callable[P, R]:
+    """``func``, its thread's database connection given back when it returns or raises, unless a transaction holds
+    it (the module's docstring)."""
+
+    @functools.wraps(func)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        finally:
+            if not connection.in_atomic_block:
+                connection.close()
+
+    return call
+
+
+@_connection_given_back
 def knowledge_retrieve(
     *,
     profile_pk: int,

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 
 from agents.models import AgentProfile, McpServer, McpTool, RemoteBackend
+from agents.public import word_lists_warm
 from common.config_version import config_version, local_generation
 from knowledge.public import knowledge_profiles
 from routing.documents import document_complete, every_domain_goals, profile_compile, profile_documents
@@ -93,8 +94,10 @@ def adopt(sent: Snapshot) -> bool:
 
 def snapshot_warm() -> None:
     """Compile the routing now (the demo profiles' examples index with it: about half a second of CPU), not in the
-    first message that asks: for a process's start, before it serves. A database that does not answer yet is no
-    error here — the first message compiles it then.
+    first message that asks: for a process's start, before it serves; where a profile holds knowledge, the word
+    lists its searches weigh words by are read too (:func:`agents.word_frequency.word_lists_warm`: a child process,
+    which the first searched message waited for, and every search of the process with it). A database that does not
+    answer yet is no error here — the first message compiles it then.
 
     Its connections are closed and a connection pool it opened is closed too, so that a process that forks after
     (Celery's prefork pool) leaves its children no pool whose connections and threads they would share."""
@@ -103,6 +106,8 @@ def snapshot_warm() -> None:
         logger.info(
             "Routing compiled at start: %d profiles, configuration version %s", len(compiled.profiles), compiled.version
         )
+        if compiled.knowledge:  # the relevance bar's word lists, not in the process's first searched message
+            word_lists_warm()
     except DatabaseError as exc:
         logger.warning("Routing not compiled at start (%s: %s); the first message compiles it", type(exc).__name__, exc)
     finally:

@@ -315,3 +315,12 @@ def test_a_follow_up_naming_a_subject_no_passage_holds_stays_under_the_bar_whate
 
     assert followed.considered and not followed.used
     assert max(passage.relevance for passage in followed.considered) < DEFAULT_MIN_SCORE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_search_gives_its_database_connection_back_so_that_none_is_held_through_the_models_call(help_centre):
+    """A turn searches before its model's call and writes after it: a connection the search kept was held through the
+    call, and the process's other messages waited for the pool."""
+    retrieved = retrieve(help_centre, "en", "Express delivery?")
+
+    assert retrieved.used and connection.connection is None
