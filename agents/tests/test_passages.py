@@ -240,6 +240,30 @@ def test_a_word_is_held_by_a_text_holding_another_of_its_snowball_stem_billing_b
     assert words_held("is there a bonus?", "The bones of it.") == (0, 1)
 
 
+def test_a_short_word_is_held_by_the_start_of_a_longer_one_whether_the_passages_words_are_kept_or_read_anew():
+    from agents import passages
+
+    text = "Takes two days. The chip arrives by post; tiros, taxes and a plan."
+    kept, read = frozenset(stems_of(text)), stems_of(text)
+    for word in ("take", "chip", "tiro", "taxe", "plan", "post", "arri", "xyzw", "tax", "da", "planos", "posts"):
+        scanned = (
+            word in read
+            if len(word) < 4
+            else (
+                passages._keys(word)[0] in read
+                or not passages._keys(word)[1].isdisjoint(read)
+                or (len(word) < STEM_CHARS and any(stem.startswith(word) for stem in read))
+            )
+        )
+        assert holds(word, kept) == holds(word, read) == scanned, word
+
+    # A passage's starts are worked out once, whatever short words ask for them: words held by no first letters and
+    # no stem of the passage's each look among the starts.
+    passages._starts.cache_clear()
+    assert [holds(word, kept) for word in ("arri", "xyzw", "qrst", "abcd")] == [True, False, False, False]
+    assert passages._starts.cache_info().misses == 1
+
+
 def test_a_passages_sentences_are_read_once_whatever_questions_quote_it_and_quote_what_each_sentence_holds(
     monkeypatch,
 ):
