@@ -26,7 +26,7 @@ from django.utils.translation import get_language
 
 from agents.public import MIN_WORDS_HELD, HeldShare, asked_words, weight_of
 from knowledge.models import KnowledgeDocument
-from knowledge.search import Hit, knowledge_search, query_spelled, synonym_groups
+from knowledge.search import Hit, knowledge_search, own_heading, query_spelled, synonym_groups
 from knowledge.synonym_reading import NOTHING, Reading, passage_words, question_read, words_held_with
 from knowledge.synonyms import Held
 from knowledge.versions import Key
@@ -47,14 +47,20 @@ R = TypeVar("R")
 class Considered:
     """A passage found, with its relevance to the question: the share of the question's content words it holds, each
     weighed by how little general language uses it (:func:`agents.passages.held_share`, heading and text: "going" or
-    "quero" a fifth of "roaming"), the measure the relevance bar is held to on every engine
-    (the search's own score orders the passages, but its scale is each engine's, and on SQLite a question's common
-    words alone score high); and how many of the question's ``asked`` content words it ``held``."""
+    "quero" a fifth of "roaming"), those its own heading names counting twice when it names two or more
+    (:func:`_named`), the measure the relevance bar is held to on every engine (the search's own score orders the
+    passages, but its scale is each engine's, and on SQLite a question's common words alone score high); and how many
+    of the question's ``asked`` content words it ``held``."""
 
     hit: Hit
     relevance: float
     held: int
     asked: int
+
+    @property
+    def whole(self) -> bool:
+        """It holds every one of the question's words (its relevance is 1 then, whatever its heading names)."""
+        return 0 < self.asked <= self.held
 
     def reaches(self, bar: float, vector_bar: float | None = None) -> bool:
         """The passage answers the question as far as words tell: it holds ``bar``'s share of the question's content
@@ -90,9 +96,10 @@ def _considered(
     hits: Iterable[Hit], asked: list[str], reading: Reading = NOTHING, thread: Sequence[str] = ()
 ) -> list[Considered]:
     """The passages ``hits`` with their relevance to a question whose words the bar counts are ``asked``
-    (:func:`agents.passages.asked_words`, read once a search); with ``thread``, the words of the question it follows
-    (none of ``asked``), which weigh together :data:`THREAD_WEIGHT` of one word, their share held times that added to
-    the question's own weight held, over the question's whole weight and that."""
+    (:func:`agents.passages.asked_words`, read once a search), the words the passage's own heading names
+    (:func:`_named`) weighing twice; with ``thread``, the words of the question it follows (none of ``asked``), which
+    weigh together :data:`THREAD_WEIGHT` of one word, their share held times that added to the question's own weight
+    held, over the question's whole weight and that. At most 1, which a passage holding every word reaches."""
     out = []
     share = HeldShare(asked)
     whole = weight_of(asked)
@@ -100,15 +107,31 @@ def _considered(
     words = [*asked, *thread]
     for hit in hits:
         held = words_held_with(words, passage_words(hit.heading, hit.text), reading) if words else []
+        named = share(_named(hit, asked, reading))
         if thread:
-            own = share(word for word in held if word not in thread) * whole
+            own = (share(word for word in held if word not in thread) + named) * whole
             relevance = (own + THREAD_WEIGHT * thread_share(word for word in held if word in thread)) / (
                 whole + THREAD_WEIGHT
             )
         else:
-            relevance = share(held)
-        out.append(Considered(hit, round(relevance, 6), len(held), len(words)))
+            relevance = share(held) + named
+        out.append(Considered(hit, round(min(relevance, 1.0), 6), len(held), len(words)))
     return out
+
+
+def _named(hit: Hit, asked: Sequence[str], reading: Reading) -> list[str]:
+    """The question's words ``asked`` that the passage's own heading (:func:`knowledge.search.own_heading`: its
+    section's, not its document's title) holds, when it holds :data:`agents.passages.MIN_WORDS_HELD` or more: a
+    heading is its writer's summary of what the section is about, and one naming two of the question's words says
+    the section is about what is asked, where the text's words may be any of its circumstances ("the jacket is too
+    big, can I swap it for a smaller size?" holds *swap* and *size* in *Exchanging for another size, colour or
+    model*, and no other of its words in the text). One word named is not enough: a help centre's common words
+    ("loja", "celular") head sections about other things."""
+    own = own_heading(hit.heading, hit.document_title)
+    if not own or len(asked) < MIN_WORDS_HELD:
+        return []
+    named = words_held_with(asked, passage_words(own, ""), reading)
+    return named if len(named) >= MIN_WORDS_HELD else []
 
 
 def knowledge_profiles() -> frozenset[int]:
@@ -189,9 +212,8 @@ def knowledge_retrieve(
     followed = [word for word in asked if word not in own] if thread else []
     asked = [word for word in asked if word not in followed]
     considered = _considered(found, asked, reading, followed)
-    reached = [passage.relevance for passage in considered if passage.reaches(min_score, vector_bar)]
-    best = max(reached, default=None)
-    if every_language and language and (best is None or best < 1):
+    reached = [passage for passage in considered if passage.reaches(min_score, vector_bar)]
+    if every_language and language and not any(passage.whole for passage in reached):
         seen = {hit.passage_id for hit in found}
         others = knowledge_search(
             profile=profile_pk,
@@ -208,7 +230,7 @@ def knowledge_retrieve(
         # question: a customer asks in their language about what the business wrote in one other. Holding more of it
         # is not enough: languages share words (names, codes, cognates: "alerta", "subir"), so another language's
         # version of the same answer often holds one more by its spelling alone.
-        considered += more if best is None else [passage for passage in more if passage.relevance >= 1]
+        considered += more if not reached else [passage for passage in more if passage.whole]
     return Retrieved(tuple(considered), min_score, vector_bar)
 
 
