@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from agents.knowledge_settings import DEFAULT_MIN_SCORE
-from agents.passages import asked_words, coverage, words_held
+from agents.passages import HeldShare, asked_words, coverage, words_held
 from agents.word_frequency import word_weight
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import knowledge_profiles, knowledge_retrieve
@@ -315,6 +315,36 @@ def test_a_follow_up_naming_a_subject_no_passage_holds_stays_under_the_bar_whate
 
     assert followed.considered and not followed.used
     assert max(passage.relevance for passage in followed.considered) < DEFAULT_MIN_SCORE
+
+
+RETURNS = """# Returns
+
+## Swapping for another size or colour
+
+Bring it back within 30 days with the receipt and choose the one you want from the shelf.
+
+## Size guide
+
+Measure your chest and waist and compare them with the chart on each product's page.
+"""
+
+
+def test_the_words_a_sections_own_heading_names_count_twice_when_it_names_two_of_the_questions(db):
+    """A heading is its writer's summary of the section: one naming two of the question's words is about what is
+    asked, though its text holds none of the customer's circumstances (the jacket, the aunt)."""
+    profile = AgentProfileFactory(agent_id="returns", language="en")
+    source = KnowledgeSource.objects.create(profile=profile, name="Help centre", language="en")
+    document_ingest(source=source, file_name="returns.md", data=RETURNS.encode(), language="en")
+    question = "the jacket my aunt bought is too big, can I swap it for a smaller size?"
+    share = HeldShare(asked_words(question))
+
+    found = {passage.hit.heading: passage for passage in retrieve(profile, "en", question).considered}
+    swapping, guide = found["Returns › Swapping for another size or colour"], found["Returns › Size guide"]
+
+    assert share(["swap", "size"]) < DEFAULT_MIN_SCORE  # its share alone: under the bar
+    assert swapping.relevance == pytest.approx(2 * share(["swap", "size"]), abs=1e-5)
+    assert guide.relevance == pytest.approx(share(["size"]), abs=1e-5)  # one word named counts once
+    assert [passage.hit.heading for passage in retrieve(profile, "en", question).used] == [swapping.hit.heading]
 
 
 @pytest.mark.django_db(transaction=True)
