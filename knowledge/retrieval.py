@@ -24,7 +24,7 @@ from django.db import connection
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.translation import get_language
 
-from agents.public import MIN_WORDS_HELD, HeldShare, asked_words, weight_of
+from agents.public import MIN_WORDS_HELD, HeldShare, asked_words, holds, weight_of
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search, own_heading, query_spelled, synonym_groups
 from knowledge.synonym_reading import NOTHING, Reading, passage_words, question_read, words_held_with
@@ -126,12 +126,16 @@ def _named(hit: Hit, asked: Sequence[str], reading: Reading) -> list[str]:
     the section is about what is asked, where the text's words may be any of its circumstances ("the jacket is too
     big, can I swap it for a smaller size?" holds *swap* and *size* in *Exchanging for another size, colour or
     model*, and no other of its words in the text). One word named is not enough: a help centre's common words
-    ("loja", "celular") head sections about other things."""
+    ("loja", "celular") head sections about other things. Nor is one term of a synonym group standing for two of the
+    question's words, so one of them must be the heading's own (:func:`agents.passages.holds`): "no me llegó la
+    factura y vence pronto" holds the Spanish help centre's term "factura vencida", whose group's "pago atrasado"
+    heads the section on paying late, not the one headed *No me llegó la factura*."""
     own = own_heading(hit.heading, hit.document_title)
     if not own or len(asked) < MIN_WORDS_HELD:
         return []
-    named = words_held_with(asked, passage_words(own, ""), reading)
-    return named if len(named) >= MIN_WORDS_HELD else []
+    stems = passage_words(own, "")
+    named = words_held_with(asked, stems, reading)
+    return named if len(named) >= MIN_WORDS_HELD and any(holds(word, stems) for word in named) else []
 
 
 def knowledge_profiles() -> frozenset[int]:

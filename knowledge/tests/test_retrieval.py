@@ -347,6 +347,36 @@ def test_the_words_a_sections_own_heading_names_count_twice_when_it_names_two_of
     assert [passage.hit.heading for passage in retrieve(profile, "en", question).used] == [swapping.hit.heading]
 
 
+BILLS = """# Bills
+
+## Late payment
+
+A payment after the due date pays a fee of 2 % on the next one.
+
+## Bill copy
+
+Download a copy in the app, under Bills.
+"""
+
+
+def test_one_synonym_standing_for_two_of_the_questions_words_is_not_a_heading_naming_two(db):
+    """The question holds the term "overdue bill", whose group's "late payment" heads a section: one term for two
+    words, not a heading naming two of them; the section headed with the question's own *bill* and *copy* is."""
+    profile = AgentProfileFactory(agent_id="bills", language="en")
+    source = KnowledgeSource.objects.create(
+        profile=profile, name="Help centre", language="en", synonyms=[["late payment", "overdue bill"]]
+    )
+    document_ingest(source=source, file_name="bills.md", data=BILLS.encode(), language="en")
+    question = "my overdue bill never came, where can I download a copy of it?"
+    share = HeldShare(asked_words(question))
+
+    found = {passage.hit.heading: passage for passage in retrieve(profile, "en", question).considered}
+    late, copy = found["Bills › Late payment"], found["Bills › Bill copy"]
+
+    assert late.relevance == pytest.approx(share(["overdue", "bill"]), abs=1e-5)
+    assert copy.relevance == pytest.approx(share(["bill", "download", "copy"]) + share(["bill", "copy"]), abs=1e-5)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_search_gives_its_database_connection_back_so_that_none_is_held_through_the_models_call(help_centre):
     """A turn searches before its model's call and writes after it: a connection the search kept was held through the
