@@ -69,6 +69,7 @@ can tell them apart.
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import sys
@@ -708,11 +709,18 @@ def _follow_ups_main(path: Path, *, listed: bool) -> int:
     return 0
 
 
+def scratch_removed(path: Path) -> None:
+    """The run's own SQLite database, and its journal files, gone when the run ends."""
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal"):
+        (path.parent / name).unlink(missing_ok=True)
+
+
 def _setup_django(*, migrate: bool = True) -> None:
     sys.path.insert(0, str(ROOT))
     if not os.environ.get("DATABASE_URL"):
         database = tempfile.NamedTemporaryFile(prefix="knowledge-accuracy-", suffix=".sqlite3", delete=False)  # noqa: SIM115
         os.environ["DATABASE_URL"] = f"sqlite:///{database.name}"
+        atexit.register(scratch_removed, Path(database.name))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform.settings")
     import django
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 from bench.knowledge_accuracy import (
     FOLLOW_UPS,
@@ -20,6 +21,7 @@ from bench.knowledge_accuracy import (
     follow_ups_report,
     idf_coverage,
     questions_load,
+    scratch_removed,
     turn_misses,
     turn_report,
     turn_sections,
@@ -194,3 +196,15 @@ def test_a_follow_up_turn_counts_by_its_kind_and_a_wrong_one_is_listed_with_what
     assert "1 /   1 100.0 %" in rows["first"] and rows["first"].endswith("1 / 1")
     assert "0 /   1   0.0 %" in rows["follow_up"] and rows["follow_up"].endswith("0 / 1")
     assert any("cited nothing (another language)" in line and thread.turns[1][1] in line for line in lines)
+
+
+def test_a_runs_scratch_database_and_its_journal_files_are_removed_and_nothing_else(tmp_path: Path):
+    database = tmp_path / "knowledge-accuracy-x.sqlite3"
+    kept = tmp_path / "knowledge-accuracy-y.sqlite3"
+    for path in (database, tmp_path / f"{database.name}-wal", tmp_path / f"{database.name}-shm", kept):
+        path.write_bytes(b"rows")
+
+    scratch_removed(database)
+    scratch_removed(database)  # a second call finds nothing and says nothing
+
+    assert sorted(path.name for path in tmp_path.iterdir()) == [kept.name]
