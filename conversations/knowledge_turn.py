@@ -12,7 +12,8 @@ after the last. The rules, in order (docs/knowledge.md, "At a turn"):
    same conditions: its model searches when none of its tools answers, and a question a tool answers searches nothing.
    A question naming fewer than :data:`agents.passages.MIN_WORDS_HELD` content words of its own whose search finds
    no passage at the bar, in a conversation whose previous customer message asked something, is searched again
-   with that message, its words weighing less (:func:`follow_up_of`; docs/knowledge.md, "A follow-up").
+   with that message (and those it followed up in turn), their words weighing less (:func:`follow_up_of`;
+   docs/knowledge.md, "A follow-up").
 2. The passages at or above the profile's bar (``min_score``) go to the model, at most :data:`NOTE_MAX_CHARS` of
    text, numbered, with the instruction to answer from them and cite them by number: in a system note before the
    customer's message (:func:`agents.passages.passages_note`), or as the tool's result (numbered on across calls).
@@ -28,8 +29,9 @@ after the last. The rules, in order (docs/knowledge.md, "At a turn"):
 from __future__ import annotations
 
 import functools
+import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -241,12 +243,13 @@ async def knowledge_prepared(
     text: str,
     language: str,
     tools_offered: bool,
-    earlier: str = "",
+    earlier: Sequence[str] = (),
 ) -> tuple[KnowledgeUse | None, KnowledgeTool | None]:
     """What a run reads of its profile's knowledge (rule 1): the passages retrieved before its model answers, or the
     ``search_knowledge`` tool offered beside its MCP tools (``tools_offered``), or neither. ``held`` is whether the
-    profile holds knowledge (``routing.snapshot.Snapshot.knowledge``); ``earlier``: the customer's message before
-    this one (:func:`asked_before`), which a follow-up is searched with when it finds nothing alone."""
+    profile holds knowledge (``routing.snapshot.Snapshot.knowledge``); ``earlier``: the customer's messages before
+    this one (:func:`asked_before`), which a follow-up is searched with when it finds nothing alone
+    (:func:`follow_up_of`)."""
     tags = _searched_tags(profile=profile, specialist=specialist, held=held, text=text)
     if tags is None:
         return None, None
@@ -297,22 +300,39 @@ def _thread_retrieved(*, thread: str, query: str, **scope: Any) -> tuple[Retriev
     return (followed, f"{query}\n{thread}") if followed.used else (retrieved, query)
 
 
-def asked_before(history: Iterable[tuple[Any, ...]]) -> str:
-    """The customer's latest message in ``history`` (``(role, content, …)`` entries, oldest first), or ``""``."""
-    return next((str(entry[1]) for entry in reversed(tuple(history)) if entry[0] == "user"), "")
+THREAD_MESSAGES = 3  # the customer's earlier messages a follow-up's thread may read (follow_up_of)
 
 
-def follow_up_of(text: str, earlier: str) -> str:
-    """The question ``text`` may follow up: ``earlier`` (the customer's message before it), when ``text`` names
-    fewer than :data:`agents.passages.MIN_WORDS_HELD` content words of its own — "e quanto tempo eu tenho pra isso?",
-    "and for Europe?", "¿hay multa?": what it is about is what the conversation was about — and ``earlier`` asked
-    something (a content word, no small talk); ``""`` otherwise. A message naming two things or more is a question
-    of its own, which the thread does not complete: a topic change is searched alone."""
+def asked_before(history: Iterable[tuple[Any, ...]]) -> tuple[str, ...]:
+    """The customer's messages in ``history`` (``(role, content, …)`` entries, oldest first), newest first, at most
+    :data:`THREAD_MESSAGES` of them."""
+    asked = (str(entry[1]) for entry in reversed(tuple(history)) if entry[0] == "user")
+    return tuple(itertools.islice(asked, THREAD_MESSAGES))
+
+
+def follow_up_of(text: str, earlier: Sequence[str]) -> str:
+    """The question ``text`` may follow up, or ``""``: when ``text`` names fewer than
+    :data:`agents.passages.MIN_WORDS_HELD` content words of its own — "e quanto tempo eu tenho pra isso?", "and for
+    Europe?", "¿hay multa?": what it is about is what the conversation was about —, the customer's message before it
+    (``earlier``: theirs, newest first), and when that one followed up the one before it as well (fewer than two
+    content words, no small talk), that one too, and so on back to the message that named the subject: "e se for pelo
+    app?" after "e quanto tempo eu tenho pra isso?" after "posso trocar um produto?" is about exchanges. Not when the
+    message before it is small talk ("obrigado" closes what came before) or the thread names no content word. A
+    message naming two things or more is a question of its own, which the thread does not complete: a topic change
+    is searched alone."""
     if not earlier or len(asked_words(text)) >= MIN_WORDS_HELD:
         return ""
-    if not asked_words(earlier) or small_talk_read(earlier) is not None:
-        return ""
-    return earlier
+    thread: list[str] = []
+    named = 0
+    for said in earlier:
+        if small_talk_read(said) is not None:
+            break
+        thread.append(said)
+        words = len(asked_words(said))
+        named += words
+        if words >= MIN_WORDS_HELD:
+            break
+    return "\n".join(thread) if named else ""
 
 
 async def knowledge_answers(
