@@ -10,10 +10,10 @@ after the last. The rules, in order (docs/knowledge.md, "At a turn"):
    message is no small talk, and the run is offered no MCP tool unless its specialist's ``with_tools`` is on.
    A run offered MCP tools (``with_tools`` off) is offered the ``search_knowledge`` tool beside them instead, on the
    same conditions: its model searches when none of its tools answers, and a question a tool answers searches nothing.
-   A question naming fewer than :data:`agents.passages.MIN_WORDS_HELD` content words of its own whose search finds
-   no passage at the bar, in a conversation whose previous customer message asked something, is searched again
-   with that message (and those it followed up in turn), their words weighing less (:func:`follow_up_of`;
-   docs/knowledge.md, "A follow-up").
+   A question naming fewer than :data:`agents.passages.MIN_WORDS_HELD` content words of its own, in a conversation
+   whose previous customer message asked something, is searched with that message (and those it followed up in
+   turn) first, their words weighing less, in the conversation's language; alone when that finds nothing at the bar
+   (:func:`follow_up_of`, :func:`_thread_retrieved`; docs/knowledge.md, "A follow-up").
 2. The passages at or above the profile's bar (``min_score``) go to the model, at most :data:`NOTE_MAX_CHARS` of
    text, numbered, with the instruction to answer from them and cite them by number: in a system note before the
    customer's message (:func:`agents.passages.passages_note`), or as the tool's result (numbered on across calls).
@@ -141,8 +141,17 @@ class KnowledgeTool:
     async def _retrieved(self, query: str, *, every_language: bool) -> Retrieved:
         """``query``'s passages in the conversation's language, and when none reaches the bar and ``every_language``
         is on, every language's after them (as :func:`knowledge.retrieval.knowledge_retrieve` orders them); what
-        the run searched already is not searched again."""
+        the run searched already is not searched again. The message of a follow-up (``thread``) is searched with
+        its thread first, in the conversation's language, then alone, then with its thread in every language
+        (:func:`_thread_retrieved`)."""
         retrieved = self.searched.get(query)
+        threaded = bool(self.thread) and query == self.question and not self.followed
+        if retrieved is None and threaded:
+            followed = await on_the_request_thread(knowledge_retrieve)(
+                **self._scope(), query=query, language=self.language, every_language=False, thread=self.thread
+            )
+            if followed.used:
+                retrieved, self.followed = followed, True
         if retrieved is None:
             retrieved = await self._search(query, self.language)
         if every_language and self.language and not retrieved.used and query not in self.everywhere:
@@ -151,9 +160,9 @@ class KnowledgeTool:
             more = tuple(passage for passage in others if passage.hit.passage_id not in seen)
             retrieved = Retrieved(retrieved.considered + more, self.min_score, self.vector_bar)
             self.everywhere.add(query)
-        if not retrieved.used and self.thread and query == self.question and not self.followed:
+        if threaded and every_language and not retrieved.used:
             followed = await on_the_request_thread(knowledge_retrieve)(
-                **self._scope(), query=query, language=self.language, every_language=every_language, thread=self.thread
+                **self._scope(), query=query, language=self.language, every_language=True, thread=self.thread
             )
             if followed.used:
                 retrieved, self.followed = followed, True
@@ -290,9 +299,17 @@ async def knowledge_prepared(
 
 
 def _thread_retrieved(*, thread: str, query: str, **scope: Any) -> tuple[Retrieved, str]:
-    """``query``'s passages (:func:`knowledge.retrieval.knowledge_retrieve`), and when none reaches the bar and
-    ``thread`` is the question it follows up, those found with it when one of them does; with the text their quotes
-    are read against (``query``, or ``query`` and ``thread``). One crossing to the request's thread for both."""
+    """``query``'s passages (:func:`knowledge.retrieval.knowledge_retrieve`), with the text their quotes are read
+    against (``query``, or ``query`` and ``thread``). A follow-up (``thread``: the question it follows up) is searched
+    with its thread first, in the conversation's language: a passage holding both the follow-up's word and what the
+    conversation was about outranks one holding the word alone ("¿y cuántos días tengo?" after a question on returns:
+    the returns article, not the delivery one), while a one-word change of subject ("e a garantia?") still reaches
+    the bar on its own word, the thread weighing less (docs/knowledge.md, "A follow-up"). When nothing reaches the bar
+    so, the message alone, then with its thread in every language. One crossing to the request's thread for all."""
+    if thread:
+        followed = knowledge_retrieve(query=query, thread=thread, every_language=False, **scope)
+        if followed.used:
+            return followed, f"{query}\n{thread}"
     retrieved = knowledge_retrieve(query=query, **scope)
     if retrieved.used or not thread:
         return retrieved, query

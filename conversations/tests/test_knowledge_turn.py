@@ -464,6 +464,34 @@ def test_a_follow_up_of_a_follow_up_is_answered_from_the_article_of_the_question
     assert knowledge["follows_up"] is True
 
 
+RETURNS = b"""# Returns
+
+## Returning an item
+
+The deadline to return an item is 30 days after it arrives, in its box.
+"""
+DELIVERY = b"""# Delivery
+
+## Delivery deadline
+
+The delivery deadline is 5 working days; the deadline of express delivery is 2 days.
+"""
+
+
+def test_a_follow_up_whose_word_another_article_holds_is_answered_from_the_article_of_the_conversation(api, telecom):
+    source = KnowledgeSource.objects.create(profile=telecom, name="Shop help", language="en")
+    returns = document_ingest(source=source, file_name="returns.md", data=RETURNS)
+    document_ingest(source=source, file_name="delivery.md", data=DELIVERY)
+    version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="shop help")
+    first = ask(api, "Can I return an item?", session_id="follow-up-word")
+    body = ask(api, "and the deadline?", session_id="follow-up-word")  # "deadline": held by both, twice by delivery
+
+    knowledge = body["metadata"]["knowledge"]
+    assert [citation["document"] for citation in first["metadata"]["knowledge"]["citations"]] == [returns.document_id]
+    assert knowledge["citations"][0]["document"] == returns.document_id
+    assert knowledge["follows_up"] is True
+
+
 def test_a_follow_up_naming_a_subject_the_article_does_not_hold_still_gets_i_dont_know(api, help_centre):
     ask(api, "Can I change my plan?", session_id="follow-up")
     body = ask(api, "and roaming?", session_id="follow-up")
