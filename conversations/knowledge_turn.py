@@ -10,9 +10,10 @@ after the last. The rules, in order (docs/knowledge.md, "At a turn"):
    message is no small talk, and the run is offered no MCP tool unless its specialist's ``with_tools`` is on.
    A run offered MCP tools (``with_tools`` off) is offered the ``search_knowledge`` tool beside them instead, on the
    same conditions: its model searches when none of its tools answers, and a question a tool answers searches nothing.
-   A question naming fewer than :data:`agents.passages.MIN_WORDS_HELD` content words of its own whose search finds
-   no passage at the bar, in a conversation whose previous customer message asked something, is searched again
-   with that message, its words weighing less (:func:`follow_up_of`; docs/knowledge.md, "A follow-up").
+   A question naming fewer than :data:`agents.passages.MIN_WORDS_HELD` content words of its own, in a conversation
+   whose previous customer message asked something, is searched with that message (and those it followed up in
+   turn) first, their words weighing less, in the conversation's language; alone when that finds nothing at the bar
+   (:func:`follow_up_of`, :func:`_thread_retrieved`; docs/knowledge.md, "A follow-up").
 2. The passages at or above the profile's bar (``min_score``) go to the model, at most :data:`NOTE_MAX_CHARS` of
    text, numbered, with the instruction to answer from them and cite them by number: in a system note before the
    customer's message (:func:`agents.passages.passages_note`), or as the tool's result (numbered on across calls).
@@ -28,8 +29,9 @@ after the last. The rules, in order (docs/knowledge.md, "At a turn"):
 from __future__ import annotations
 
 import functools
+import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,8 +141,17 @@ class KnowledgeTool:
     async def _retrieved(self, query: str, *, every_language: bool) -> Retrieved:
         """``query``'s passages in the conversation's language, and when none reaches the bar and ``every_language``
         is on, every language's after them (as :func:`knowledge.retrieval.knowledge_retrieve` orders them); what
-        the run searched already is not searched again."""
+        the run searched already is not searched again. The message of a follow-up (``thread``) is searched with
+        its thread first, in the conversation's language, then alone, then with its thread in every language
+        (:func:`_thread_retrieved`)."""
         retrieved = self.searched.get(query)
+        threaded = bool(self.thread) and query == self.question and not self.followed
+        if retrieved is None and threaded:
+            followed = await on_the_request_thread(knowledge_retrieve)(
+                **self._scope(), query=query, language=self.language, every_language=False, thread=self.thread
+            )
+            if followed.used:
+                retrieved, self.followed = followed, True
         if retrieved is None:
             retrieved = await self._search(query, self.language)
         if every_language and self.language and not retrieved.used and query not in self.everywhere:
@@ -149,9 +160,9 @@ class KnowledgeTool:
             more = tuple(passage for passage in others if passage.hit.passage_id not in seen)
             retrieved = Retrieved(retrieved.considered + more, self.min_score, self.vector_bar)
             self.everywhere.add(query)
-        if not retrieved.used and self.thread and query == self.question and not self.followed:
+        if threaded and every_language and not retrieved.used:
             followed = await on_the_request_thread(knowledge_retrieve)(
-                **self._scope(), query=query, language=self.language, every_language=every_language, thread=self.thread
+                **self._scope(), query=query, language=self.language, every_language=True, thread=self.thread
             )
             if followed.used:
                 retrieved, self.followed = followed, True
@@ -241,12 +252,13 @@ async def knowledge_prepared(
     text: str,
     language: str,
     tools_offered: bool,
-    earlier: str = "",
+    earlier: Sequence[str] = (),
 ) -> tuple[KnowledgeUse | None, KnowledgeTool | None]:
     """What a run reads of its profile's knowledge (rule 1): the passages retrieved before its model answers, or the
     ``search_knowledge`` tool offered beside its MCP tools (``tools_offered``), or neither. ``held`` is whether the
-    profile holds knowledge (``routing.snapshot.Snapshot.knowledge``); ``earlier``: the customer's message before
-    this one (:func:`asked_before`), which a follow-up is searched with when it finds nothing alone."""
+    profile holds knowledge (``routing.snapshot.Snapshot.knowledge``); ``earlier``: the customer's messages before
+    this one (:func:`asked_before`), which a follow-up is searched with when it finds nothing alone
+    (:func:`follow_up_of`)."""
     tags = _searched_tags(profile=profile, specialist=specialist, held=held, text=text)
     if tags is None:
         return None, None
@@ -287,9 +299,17 @@ async def knowledge_prepared(
 
 
 def _thread_retrieved(*, thread: str, query: str, **scope: Any) -> tuple[Retrieved, str]:
-    """``query``'s passages (:func:`knowledge.retrieval.knowledge_retrieve`), and when none reaches the bar and
-    ``thread`` is the question it follows up, those found with it when one of them does; with the text their quotes
-    are read against (``query``, or ``query`` and ``thread``). One crossing to the request's thread for both."""
+    """``query``'s passages (:func:`knowledge.retrieval.knowledge_retrieve`), with the text their quotes are read
+    against (``query``, or ``query`` and ``thread``). A follow-up (``thread``: the question it follows up) is searched
+    with its thread first, in the conversation's language: a passage holding both the follow-up's word and what the
+    conversation was about outranks one holding the word alone ("¿y cuántos días tengo?" after a question on returns:
+    the returns article, not the delivery one), while a one-word change of subject ("e a garantia?") still reaches
+    the bar on its own word, the thread weighing less (docs/knowledge.md, "A follow-up"). When nothing reaches the bar
+    so, the message alone, then with its thread in every language. One crossing to the request's thread for all."""
+    if thread:
+        followed = knowledge_retrieve(query=query, thread=thread, every_language=False, **scope)
+        if followed.used:
+            return followed, f"{query}\n{thread}"
     retrieved = knowledge_retrieve(query=query, **scope)
     if retrieved.used or not thread:
         return retrieved, query
@@ -297,22 +317,39 @@ def _thread_retrieved(*, thread: str, query: str, **scope: Any) -> tuple[Retriev
     return (followed, f"{query}\n{thread}") if followed.used else (retrieved, query)
 
 
-def asked_before(history: Iterable[tuple[Any, ...]]) -> str:
-    """The customer's latest message in ``history`` (``(role, content, …)`` entries, oldest first), or ``""``."""
-    return next((str(entry[1]) for entry in reversed(tuple(history)) if entry[0] == "user"), "")
+THREAD_MESSAGES = 3  # the customer's earlier messages a follow-up's thread may read (follow_up_of)
 
 
-def follow_up_of(text: str, earlier: str) -> str:
-    """The question ``text`` may follow up: ``earlier`` (the customer's message before it), when ``text`` names
-    fewer than :data:`agents.passages.MIN_WORDS_HELD` content words of its own — "e quanto tempo eu tenho pra isso?",
-    "and for Europe?", "¿hay multa?": what it is about is what the conversation was about — and ``earlier`` asked
-    something (a content word, no small talk); ``""`` otherwise. A message naming two things or more is a question
-    of its own, which the thread does not complete: a topic change is searched alone."""
+def asked_before(history: Iterable[tuple[Any, ...]]) -> tuple[str, ...]:
+    """The customer's messages in ``history`` (``(role, content, …)`` entries, oldest first), newest first, at most
+    :data:`THREAD_MESSAGES` of them."""
+    asked = (str(entry[1]) for entry in reversed(tuple(history)) if entry[0] == "user")
+    return tuple(itertools.islice(asked, THREAD_MESSAGES))
+
+
+def follow_up_of(text: str, earlier: Sequence[str]) -> str:
+    """The question ``text`` may follow up, or ``""``: when ``text`` names fewer than
+    :data:`agents.passages.MIN_WORDS_HELD` content words of its own — "e quanto tempo eu tenho pra isso?", "and for
+    Europe?", "¿hay multa?": what it is about is what the conversation was about —, the customer's message before it
+    (``earlier``: theirs, newest first), and when that one followed up the one before it as well (fewer than two
+    content words, no small talk), that one too, and so on back to the message that named the subject: "e se for pelo
+    app?" after "e quanto tempo eu tenho pra isso?" after "posso trocar um produto?" is about exchanges. Not when the
+    message before it is small talk ("obrigado" closes what came before) or the thread names no content word. A
+    message naming two things or more is a question of its own, which the thread does not complete: a topic change
+    is searched alone."""
     if not earlier or len(asked_words(text)) >= MIN_WORDS_HELD:
         return ""
-    if not asked_words(earlier) or small_talk_read(earlier) is not None:
-        return ""
-    return earlier
+    thread: list[str] = []
+    named = 0
+    for said in earlier:
+        if small_talk_read(said) is not None:
+            break
+        thread.append(said)
+        words = len(asked_words(said))
+        named += words
+        if words >= MIN_WORDS_HELD:
+            break
+    return "\n".join(thread) if named else ""
 
 
 async def knowledge_answers(

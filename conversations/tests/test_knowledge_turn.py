@@ -452,6 +452,46 @@ def test_a_follow_up_naming_nothing_the_article_holds_is_answered_from_the_artic
     assert "once a month" in knowledge["citations"][0]["quote"]
 
 
+def test_a_follow_up_of_a_follow_up_is_answered_from_the_article_of_the_question_that_named_the_subject(
+    api, help_centre
+):
+    ask(api, "Can I change my plan?", session_id="follow-up-twice")
+    ask(api, "how often can I do that?", session_id="follow-up-twice")
+    body = ask(api, "and where do I do it?", session_id="follow-up-twice")  # nothing of its own; "often" held nowhere
+
+    knowledge = body["metadata"]["knowledge"]
+    assert [citation["document"] for citation in knowledge["citations"]] == [help_centre]
+    assert knowledge["follows_up"] is True
+
+
+RETURNS = b"""# Returns
+
+## Returning an item
+
+The deadline to return an item is 30 days after it arrives, in its box.
+"""
+DELIVERY = b"""# Delivery
+
+## Delivery deadline
+
+The delivery deadline is 5 working days; the deadline of express delivery is 2 days.
+"""
+
+
+def test_a_follow_up_whose_word_another_article_holds_is_answered_from_the_article_of_the_conversation(api, telecom):
+    source = KnowledgeSource.objects.create(profile=telecom, name="Shop help", language="en")
+    returns = document_ingest(source=source, file_name="returns.md", data=RETURNS)
+    document_ingest(source=source, file_name="delivery.md", data=DELIVERY)
+    version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="shop help")
+    first = ask(api, "Can I return an item?", session_id="follow-up-word")
+    body = ask(api, "and the deadline?", session_id="follow-up-word")  # "deadline": held by both, twice by delivery
+
+    knowledge = body["metadata"]["knowledge"]
+    assert [citation["document"] for citation in first["metadata"]["knowledge"]["citations"]] == [returns.document_id]
+    assert knowledge["citations"][0]["document"] == returns.document_id
+    assert knowledge["follows_up"] is True
+
+
 def test_a_follow_up_naming_a_subject_the_article_does_not_hold_still_gets_i_dont_know(api, help_centre):
     ask(api, "Can I change my plan?", session_id="follow-up")
     body = ask(api, "and roaming?", session_id="follow-up")
@@ -486,12 +526,24 @@ def test_thanks_after_an_answer_cites_nothing(api, help_centre):
 
 def test_the_question_a_message_follows_up_is_the_customers_message_before_it_when_it_names_less_than_two_words():
     history = [("user", "posso trocar um produto?"), ("assistant", "Sim [1]"), ("user", "ok"), ("assistant", "…", 7)]
-    assert knowledge_turn.asked_before(history) == "ok"
-    assert knowledge_turn.asked_before([("assistant", "Olá!")]) == ""
+    assert knowledge_turn.asked_before(history) == ("ok", "posso trocar um produto?")
+    assert knowledge_turn.asked_before([("assistant", "Olá!")]) == ()
 
-    earlier = "posso trocar um produto?"
-    assert knowledge_turn.follow_up_of("e quanto tempo eu tenho pra isso?", earlier) == earlier
-    assert knowledge_turn.follow_up_of("e se for pelo app?", earlier) == earlier  # no content word at all
+    earlier = ("posso trocar um produto?",)
+    assert knowledge_turn.follow_up_of("e quanto tempo eu tenho pra isso?", earlier) == earlier[0]
+    assert knowledge_turn.follow_up_of("e se for pelo app?", earlier) == earlier[0]  # no content word at all
     assert knowledge_turn.follow_up_of("qual o horário da loja de vocês?", earlier) == ""  # two words: its own
-    assert knowledge_turn.follow_up_of("e quanto tempo?", "obrigado!") == ""  # the message before asked nothing
-    assert knowledge_turn.follow_up_of("e quanto tempo?", "") == ""
+    assert knowledge_turn.follow_up_of("e quanto tempo?", ("obrigado!", *earlier)) == ""  # thanks closed it
+    assert knowledge_turn.follow_up_of("e quanto tempo?", ()) == ""
+
+
+def test_a_follow_up_of_a_follow_up_reads_back_to_the_message_that_named_the_subject():
+    earlier = ("e quanto tempo eu tenho pra isso?", "posso trocar um produto?", "qual o frete pra manaus?")
+
+    assert knowledge_turn.follow_up_of("e se for pelo app?", earlier) == (
+        "e quanto tempo eu tenho pra isso?\nposso trocar um produto?"
+    )
+    assert knowledge_turn.follow_up_of("e pelo site?", ("e se for pelo app?", *earlier[:2])) == "\n".join(
+        ("e se for pelo app?", *earlier[:2])
+    )
+    assert knowledge_turn.follow_up_of("e pelo site?", ("e se for pelo app?", "valeu", earlier[1])) == ""
