@@ -8,14 +8,16 @@ import time
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analytics.filters import MAX_DAYS
-from analytics.services import rollup_build, rollup_closed_before
+from analytics.rollups import DAY, FACTS, day_start
+from analytics.services import rollup_build, rollup_closed_before, rollup_hours_build, rollup_live_hours
 
 
 class Command(BaseCommand):
     help = (
         "Sum the closed UTC days of the last --days (default 90) into the analytics' daily totals and seal them. "
-        "Days already sealed are left alone unless --rebuild. Reads do this themselves for the days they need; "
-        "run it from cron after midnight to keep that work off the first read of the day."
+        "Days already sealed are left alone unless --rebuild. Then the closed hours of the day not closed yet that "
+        "are not summed. Reads do this themselves for the days and hours they need; run it from cron after midnight "
+        "(and each hour) to keep that work off the first read of the day (or hour)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -34,4 +36,13 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Summed {len(summed)} of the {days} closed days {first} … {last} in {seconds:.1f} s "
             f"({days - len(summed)} already sealed)."
+        )
+        live_day = day_start(rollup_closed_before())
+        hours = rollup_live_hours(live_day, live_day + DAY)
+        started = time.perf_counter()
+        built = rollup_hours_build(hours)
+        seconds = time.perf_counter() - started
+        self.stdout.write(
+            f"Summed the {len(hours)} closed hours of {live_day.date()} in {seconds:.1f} s ({len(built)} of the "
+            f"{len(hours) * len(FACTS)} hours of a table not summed before)."
         )
