@@ -233,6 +233,15 @@ def conversation_counted_again(created_at: dt.datetime | None, *, every_day: boo
         rollup_hours_unseal([created_at], facts=[CONVERSATIONS])
 
 
+def rollup_ahead(*, days: int, rebuild: bool = False) -> tuple[list[dt.date], set[tuple[str, dt.datetime]]]:
+    """Sum the last ``days`` closed days (sealed ones too with ``rebuild``), then the live day's closed hours not summed
+    yet: what the reads would sum themselves (``rollup_analytics``, the periodic task). Returns what was summed."""
+    last = rollup_closed_before() - DAY
+    summed = rollup_build(first=last - dt.timedelta(days=days - 1), last=last, rebuild=rebuild)
+    live_day = day_start(rollup_closed_before())
+    return summed, rollup_hours_build(rollup_live_hours(live_day, live_day + DAY))
+
+
 def _build_missing(days: list[dt.date], sealed: set[dt.date]) -> set[dt.date]:
     closed_before = rollup_closed_before()
     missing = [day for day in days if day not in sealed and day < closed_before]

@@ -191,7 +191,7 @@ def test_rollup_analytics_sums_the_closed_days_and_says_how_many(settings):
     call_command("rollup_analytics", "--days", "3", stdout=out)
     assert out.getvalue().startswith("Summed 3 of the 3 closed days")
     # Today's closed hours, with no grace (as many as the hours begun since midnight, unless the clock struck between).
-    assert f"Summed the {now.hour} closed hours of {now.date()}" in out.getvalue() or now.minute == 59
+    assert f"then the {now.hour} closed hours of {now.date()}" in out.getvalue() or now.minute == 59
     assert RollupDay.objects.filter(sealed=True).count() == 3
     out = StringIO()
     call_command("rollup_analytics", "--days", "5", stdout=out)
@@ -283,3 +283,21 @@ def test_once_the_live_day_closes_it_is_summed_whole_and_its_hours_go(settings, 
     assert not RollupHour.objects.exists()
     [row] = fact_rows(MESSAGES, window, by=("day",), tenant_id=tenant.pk, profile_id=None)
     assert row["n"] == 3
+
+
+@pytest.mark.django_db
+def test_the_periodic_task_sums_the_closed_days_and_the_live_days_closed_hours(settings, tenant):
+    from analytics.tasks import analytics_rollup
+
+    yesterday = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
+    _answers(tenant, [at(yesterday, 9), at(yesterday - dt.timedelta(days=1), 9)])
+    _live_day_at(settings, at(yesterday, 12).replace(minute=30))  # yesterday live, its hours up to 11:00 closed
+
+    assert analytics_rollup() == 90 + 12 * len(FACTS)
+    assert RollupDay.objects.filter(sealed=True).count() == 90
+    assert RollupHour.objects.filter(sealed=True).count() == 12 * len(FACTS)
+    assert list(DailyMessages.objects.order_by("day").values_list("day", "hour", "n")) == [
+        (yesterday - dt.timedelta(days=1), None, 1),
+        (yesterday, 9, 1),
+    ]
+    assert analytics_rollup() == 0  # nothing left for the reads
