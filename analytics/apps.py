@@ -7,8 +7,12 @@ class AnalyticsConfig(AppConfig):
     verbose_name = "Analytics"
 
     def ready(self) -> None:
-        from analytics.rollups import DECIDED
-        from analytics.services import conversation_counted_again, rollup_hours_unseal, rollup_seal_before
+        from analytics.services import (
+            conversation_counted_again,
+            outcomes_decided_again,
+            rollup_hours_unseal,
+            rollup_seal_before,
+        )
         from conversations.public import (
             conversation_recounted,
             outcomes_changed,
@@ -31,7 +35,7 @@ class AnalyticsConfig(AppConfig):
             weak=False,
         )
         outcomes_changed.connect(
-            lambda sender, hours, **kwargs: rollup_hours_unseal(hours, facts=[DECIDED]),
+            lambda sender, hours, **kwargs: outcomes_decided_again(hours),
             dispatch_uid="analytics-outcomes-changed",
             weak=False,
         )

@@ -38,6 +38,7 @@ from analytics.models import RollupDay, RollupHour
 from analytics.rollups import (
     CONVERSATIONS,
     DAY,
+    DECIDED,
     FACTS,
     HOUR,
     Fact,
@@ -194,6 +195,12 @@ def rollup_hours_unseal(hours: Iterable[dt.datetime], *, facts: Iterable[Fact] =
     live = [hour for hour in starts if hour.date() >= live_day and hour < open_hour]
     if live:
         _hours_unseal(Q(hour__in=live), facts=facts)
+
+
+def outcomes_decided_again(hours: Iterable[dt.datetime]) -> None:
+    """Outcome rows decided in these hours change or go: their days' totals are stale, and on the live day those hours
+    of the outcomes' table alone. Call in the transaction that changes them."""
+    rollup_hours_unseal(hours, facts=[DECIDED])
 
 
 def _any_day(days: Iterable[dt.date]) -> Q:
