@@ -7,7 +7,12 @@ class AnalyticsConfig(AppConfig):
     verbose_name = "Analytics"
 
     def ready(self) -> None:
-        from analytics.services import conversation_counted_again, rollup_days_unseal, rollup_seal_before
+        from analytics.services import (
+            conversation_counted_again,
+            outcomes_decided_again,
+            rollup_hours_unseal,
+            rollup_seal_before,
+        )
         from conversations.public import (
             conversation_recounted,
             outcomes_changed,
@@ -15,8 +20,8 @@ class AnalyticsConfig(AppConfig):
             store_rows_retiring,
         )
 
-        # Writers of the conversation store do not know about the daily totals: they send signals, and the
-        # totals of the days whose rows changed are marked stale here (analytics/services.py).
+        # Writers of the conversation store do not know about the daily totals: they send signals, and the totals
+        # of the days (on the live day, the hours) whose rows changed are marked stale here (analytics/services.py).
         conversation_recounted.connect(
             lambda sender, created_at, every_day=False, **kwargs: conversation_counted_again(
                 created_at, every_day=every_day
@@ -25,12 +30,12 @@ class AnalyticsConfig(AppConfig):
             weak=False,
         )
         store_rows_deleted.connect(
-            lambda sender, days, **kwargs: rollup_days_unseal(days),
+            lambda sender, hours, **kwargs: rollup_hours_unseal(hours),
             dispatch_uid="analytics-store-rows-deleted",
             weak=False,
         )
         outcomes_changed.connect(
-            lambda sender, days, **kwargs: rollup_days_unseal(days),
+            lambda sender, hours, **kwargs: outcomes_decided_again(hours),
             dispatch_uid="analytics-outcomes-changed",
             weak=False,
         )

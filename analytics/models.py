@@ -1,11 +1,14 @@
-"""The analytics' own tables: daily totals of closed days, and the permission that opens the analytics to a user.
+"""The analytics' own tables: daily totals of closed days (and of the live day's closed hours), and the permission that
+opens the analytics to a user.
 
 The analytics read conversations, messages, route decisions, tool calls, handoffs and outcomes. Summing those rows over
 90 days of a busy platform takes seconds, so every UTC day that has closed is summed once into the ``Daily*``
 tables below (:mod:`analytics.rollups` says what each holds and how; :mod:`analytics.services` builds them).
 A :class:`RollupDay` row marks a day whose totals are complete; the selectors read those days from the totals
 and every other day (today, a day not built yet, a day whose totals went stale) from the rows themselves, so
-the figures are the same either way.
+the figures are the same either way. The live day's closed hours are summed into the same tables at hour grain
+(``hour`` set), one :class:`RollupHour` mark per hour and table, so that a read of today takes only the current hour
+(and any hour not summed) from the rows.
 """
 
 from __future__ import annotations
@@ -49,10 +52,35 @@ class RollupDay(models.Model):
         return f"{self.day} ({'sealed' if self.sealed else 'open'})"
 
 
+class RollupHour(models.Model):
+    """One closed UTC hour of the live day in one daily table (``fact``: :attr:`analytics.rollups.Fact.name`).
+    ``sealed``: that table's rows of the hour (``hour`` set) are complete and the selectors read them.
+
+    A mark per table, not per hour: a conversation counted in a closed hour that changes cohort or kinds of move in
+    the minutes after unseals only the conversations' hour, not the messages' (their rows do not change). The marks
+    of a day go when the day itself is summed (:func:`analytics.services.rollup_build`).
+    """
+
+    hour = models.DateTimeField()
+    fact = models.CharField(max_length=32)
+    sealed = models.BooleanField(default=False)
+    built_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["hour", "fact"]
+        constraints = [models.UniqueConstraint(fields=["hour", "fact"], name="rollup_hour_fact_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H}:00 {self.fact} ({'sealed' if self.sealed else 'open'})"
+
+
 class DailyTotal(models.Model):
-    """Columns every daily table shares: the day, the tenant and profile, and how many rows were summed."""
+    """Columns every daily table shares: the day (and the hour, for a live day's closed hour), the tenant and profile,
+    and how many rows were summed."""
 
     day = models.DateField()
+    # None: the row sums the whole (sealed) day; 0-23: that UTC hour of a day not closed yet (RollupHour).
+    hour = models.PositiveSmallIntegerField(null=True, blank=True)
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     profile = models.ForeignKey("agents.AgentProfile", on_delete=models.CASCADE, related_name="+")
     n = models.PositiveBigIntegerField()
@@ -64,7 +92,8 @@ class DailyTotal(models.Model):
         abstract = True
 
     def describe(self, *dimensions: object) -> str:
-        scope = [str(self.day), f"tenant {self.tenant_id}", f"profile {self.profile_id}"]
+        when = str(self.day) if self.hour is None else f"{self.day} {self.hour:02d}:00"
+        scope = [when, f"tenant {self.tenant_id}", f"profile {self.profile_id}"]
         return " · ".join([*scope, *map(str, dimensions), f"n={self.n}"])
 
 

@@ -2,10 +2,11 @@
 
 Each :class:`Fact` names a source of rows (messages, latencies of answers, route decisions, tool calls,
 handoffs, conversations, outcomes), the path from a row to its tenant and profile, the dimensions it is grouped by and
-the measures summed. The same definition builds the daily table (:func:`fact_group` over closed days, see
-:mod:`analytics.services`) and reads a window (:func:`fact_rows`): sealed days from the daily table, every
-other part of the window from the source rows, grouped the same way and added up, so a figure never depends
-on which days happen to be summed. Python only adds up grouped rows, never source rows.
+the measures summed. The same definition builds the daily table (:func:`fact_group` over closed days, and over the
+live day's closed hours at hour grain, see :mod:`analytics.services`) and reads a window (:func:`fact_rows`): sealed
+days and sealed hours from the daily table, every other part of the window from the source rows, grouped the same way
+and added up, so a figure never depends on which days or hours happen to be summed. Python only adds up grouped rows,
+never source rows.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, F, FloatField, Func, IntegerField, Q, QuerySet, Sum, Value
 from django.db.models.expressions import Combinable
-from django.db.models.functions import Cast, Floor, Greatest, Ln, TruncDate
+from django.db.models.functions import Cast, ExtractHour, Floor, Greatest, Ln, TruncDate
 
 from analytics.models import (
     DailyConversations,
@@ -38,6 +39,7 @@ from handoffs.models import Handoff
 from tenants.public import TenantScope, tenant_scope_where
 
 DAY = dt.timedelta(days=1)
+HOUR = dt.timedelta(hours=1)
 # The ``version`` slice that reads rows served by no published version (a draft, or a profile never published):
 # their routing_version is null.
 DRAFT = "draft"
@@ -50,6 +52,11 @@ LATENCY_FLOOR_MS = 0.001  # latencies at or under it (0 ms: a call that never le
 
 def _utc_day(field: str) -> Func:
     return TruncDate(field, tzinfo=dt.UTC)
+
+
+def utc_hour(field: str) -> Func:
+    """The SQL of a time's UTC hour of its day, 0-23 (the daily tables' ``hour``)."""
+    return ExtractHour(field, tzinfo=dt.UTC)
 
 
 def latency_bucket(field: str = "latency_ms") -> Func:
@@ -220,15 +227,23 @@ def whole_days(start: dt.datetime, end: dt.datetime) -> list[dt.date]:
 
 @dataclass(frozen=True)
 class Window:
-    """``[start, end)`` split into sealed days (read from the daily tables) and datetime ranges read live."""
+    """``[start, end)`` split into sealed days (read from the daily tables) and datetime ranges read live, within
+    which ``hours`` names the hours a daily table holds summed (``(fact name, hour start)``, see :meth:`of`)."""
 
     start: dt.datetime
     end: dt.datetime
     sealed: tuple[tuple[dt.date, dt.date], ...]
     live: tuple[tuple[dt.datetime, dt.datetime], ...]
+    hours: tuple[tuple[str, dt.datetime], ...] = ()
 
     @classmethod
-    def split(cls, start: dt.datetime, end: dt.datetime, sealed_days: Iterable[dt.date]) -> Window:
+    def split(
+        cls,
+        start: dt.datetime,
+        end: dt.datetime,
+        sealed_days: Iterable[dt.date],
+        sealed_hours: Iterable[tuple[str, dt.datetime]] = (),
+    ) -> Window:
         sealed = day_ranges(day for day in sealed_days if start <= day_start(day) and day_start(day) + DAY <= end)
         live: list[tuple[dt.datetime, dt.datetime]] = []
         cursor = start
@@ -238,7 +253,36 @@ class Window:
             cursor = day_start(last) + DAY
         if cursor < end:
             live.append((cursor, end))
-        return cls(start=start, end=end, sealed=tuple(sealed), live=tuple(live))
+        hours = sorted(
+            (name, hour) for name, hour in sealed_hours if any(lo <= hour and hour + HOUR <= hi for lo, hi in live)
+        )
+        return cls(start=start, end=end, sealed=tuple(sealed), live=tuple(live), hours=tuple(hours))
+
+    def of(self, fact: str) -> tuple[list[tuple[dt.date, int, int]], list[tuple[dt.datetime, dt.datetime]]]:
+        """For one daily table: its sealed hours of the live ranges as ``(day, first hour, last hour)`` runs, and
+        what is left of the live ranges without them (read from the rows)."""
+        runs: list[tuple[dt.date, int, int]] = []
+        spans: list[tuple[dt.datetime, dt.datetime]] = []
+        for name, hour in self.hours:
+            if name != fact:
+                continue
+            if spans and spans[-1][1] == hour and runs[-1][0] == hour.date():
+                spans[-1] = (spans[-1][0], hour + HOUR)
+                runs[-1] = (runs[-1][0], runs[-1][1], hour.hour)
+            else:
+                spans.append((hour, hour + HOUR))
+                runs.append((hour.date(), hour.hour, hour.hour))
+        live: list[tuple[dt.datetime, dt.datetime]] = []
+        for lo, hi in self.live:
+            cursor = lo
+            for first, last in spans:
+                if lo <= first and last <= hi:
+                    if cursor < first:
+                        live.append((cursor, first))
+                    cursor = last
+            if cursor < hi:
+                live.append((cursor, hi))
+        return runs, live
 
 
 # -- reading --------------------------------------------------------------------------------------------------
@@ -291,8 +335,8 @@ def fact_rows(
     version: int | str | None = None,
 ) -> list[dict[str, Any]]:
     """The fact's measures over ``window`` grouped by ``by`` (daily column names, ``day`` included), filtered by
-    ``where`` (lookups on daily column names): sealed days from the daily table, the rest from source rows,
-    added up per group. Two queries at most; rows in no particular order.
+    ``where`` (lookups on daily column names): sealed days and the fact's sealed hours from the daily table, the rest
+    from source rows, added up per group. Two queries at most; rows in no particular order.
 
     ``cohort`` and ``version`` slice the rows by the turn that wrote them (:func:`slice_where`).
     """
@@ -309,11 +353,17 @@ def fact_rows(
                 for measure in fact.measures:
                     total[measure] += row[measure] or 0
 
-    sealed = _any(Q(day__gte=first, day__lte=last) for first, last in window.sealed)
+    hours, live_ranges = window.of(fact.name)
+    sealed = _any(
+        [
+            *(Q(day__gte=first, day__lte=last, hour__isnull=True) for first, last in window.sealed),
+            *(Q(day=day, hour__gte=first, hour__lte=last) for day, first, last in hours),
+        ]
+    )
     if sealed is not None:
         rows = _scoped(fact.rollup.objects.filter(sealed, **where), None, tenant_id=tenant_id, profile_id=profile_id)
         add(rows.values(*by).annotate(**{m: Sum(m) for m in fact.measures}).order_by())
-    live = _any(Q(**{f"{fact.time}__gte": lo, f"{fact.time}__lt": hi}) for lo, hi in window.live)
+    live = _any(Q(**{f"{fact.time}__gte": lo, f"{fact.time}__lt": hi}) for lo, hi in live_ranges)
     if live is not None:
         needed = {*by, *(lookup.split("__")[0] for lookup in where)}
         rows = _scoped(fact.rows(needed).filter(live, **where), fact, tenant_id=tenant_id, profile_id=profile_id)

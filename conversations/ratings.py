@@ -3,7 +3,7 @@ over the feedback table, for one conversation or, correlated, for many in one qu
 the outcomes' close and the desk (a conversation handed to a person counts what it was rated before).
 
 Outcome rows are summed per day once the day has closed (the analytics' daily totals): whoever changes or deletes
-one calls :func:`outcomes_changing` first, which tells the days the rows were decided on (``outcomes_changed``)."""
+one calls :func:`outcomes_changing` first, which tells the hours the rows were decided in (``outcomes_changed``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Collection
 from typing import Any
 
 from django.db.models import Count, IntegerField, Subquery, Value
-from django.db.models.functions import Coalesce, TruncDate
+from django.db.models.functions import Coalesce, Trunc
 
 from conversations.models import ConversationOutcome, FeedbackRating, MessageFeedback
 from conversations.signals import outcomes_changed
@@ -33,12 +33,12 @@ def ratings_counted(conversation: Any, rating: str) -> Coalesce:
 
 def outcomes_changing(conversation_ids: Collection[int]) -> None:
     """The outcome rows of these conversations are about to change or go: send ``outcomes_changed`` with the UTC
-    days they were decided on (none without a row). One query, and what the receivers do (the analytics mark the
-    days' totals stale); call in the transaction that changes the rows."""
+    hours they were decided in (none without a row). One query, and what the receivers do (the analytics mark the
+    days' or hours' totals stale); call in the transaction that changes the rows."""
     rows = ConversationOutcome.objects.filter(conversation_id__in=conversation_ids).order_by()
-    days = set(rows.annotate(day=TruncDate("decided_at", tzinfo=dt.UTC)).values_list("day", flat=True))
-    if days:
-        outcomes_changed.send(sender=ConversationOutcome, days=days)
+    hours = set(rows.annotate(hour=Trunc("decided_at", "hour", tzinfo=dt.UTC)).values_list("hour", flat=True))
+    if hours:
+        outcomes_changed.send(sender=ConversationOutcome, hours=hours)
 
 
 def outcome_ratings_count(*, conversation_id: int, told: bool = False) -> None:

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import TypedDict
 
 from django.db import transaction
-from django.db.models.functions import TruncDate
+from django.db.models.functions import Trunc
 from django.utils import timezone
 
 from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
@@ -66,13 +66,15 @@ def session_end(*, conversation: Conversation) -> Conversation:
     return locked
 
 
-def _days_written(conversation: Conversation) -> set:
-    """The UTC days on which the conversation's messages, route decisions and tool calls were written."""
-    days: set = set()
+def _hours_written(conversation: Conversation) -> set:
+    """The UTC hours (their starts) in which the conversation's messages, route decisions and tool calls were
+    written."""
+    hours: set = set()
     for model in (Message, RouteDecisionRecord, ToolCall):
         rows = model.objects.filter(conversation=conversation).order_by()
-        days.update(rows.annotate(day=TruncDate("created_at", tzinfo=dt.UTC)).values_list("day", flat=True).distinct())
-    return days
+        written = rows.annotate(hour=Trunc("created_at", "hour", tzinfo=dt.UTC))
+        hours.update(written.values_list("hour", flat=True).distinct())
+    return hours
 
 
 @transaction.atomic
@@ -84,8 +86,8 @@ def session_clear(*, conversation: Conversation) -> ClearedCounts:
     state is left alone (that is :func:`session_end`). Returns how many rows of each kind were deleted.
     """
     locked = _locked(conversation)
-    # Totals of the days these rows were written on go stale (the analytics listen).
-    store_rows_deleted.send(sender=Conversation, days=_days_written(locked))
+    # Totals of the days (or hours) these rows were written in go stale (the analytics listen).
+    store_rows_deleted.send(sender=Conversation, hours=_hours_written(locked))
     # Decisions and tool calls first: both also cascade from their message, which would fold them into its count.
     _, tool_calls = ToolCall.objects.filter(conversation=locked).delete()
     _, route_decisions = RouteDecisionRecord.objects.filter(conversation=locked).delete()

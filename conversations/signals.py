@@ -19,13 +19,13 @@ conversation_recounted = Signal()
 # Sent once the change is committed; the external desks listen (their webhook).
 escalation_changed = Signal()
 
-# Rows of the store were deleted (a session's history cleared). Keyword argument: ``days``, the UTC dates the
-# deleted rows had been written on.
+# Rows of the store were deleted (a session's history cleared). Keyword argument: ``hours``, the UTC hours (their
+# starts) the deleted rows had been written in.
 store_rows_deleted = Signal()
 
 # Outcome rows are about to change or go: a decided conversation's ratings counted again, its outcome replaced, or
-# the conversation opened again by a customer's message. Keyword argument: ``days``, the UTC dates the rows were
-# decided on.
+# the conversation opened again by a customer's message. Keyword argument: ``hours``, the UTC hours (their starts)
+# the rows were decided in.
 outcomes_changed = Signal()
 
 # Rows of the store are about to be deleted for good (a tenant's retention purge). Keyword arguments: ``since`` and

@@ -335,6 +335,8 @@ CELERY_BEAT_SCHEDULE = {
     "retention-purge": {"task": "conversations.retention_purge", "schedule": RETENTION_PURGE_SECONDS},
     # PostgreSQL: agent_handoffs' partitions of the months ahead (handoffs/partitions.py); nothing on SQLite.
     "handoff-partitions": {"task": "handoffs.partitions_ensure", "schedule": 3600.0},
+    # The analytics' closed days and the live day's closed hours, summed before a read would (analytics/services.py).
+    "analytics-rollup": {"task": "analytics.rollup", "schedule": 300.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

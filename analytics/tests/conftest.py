@@ -10,27 +10,47 @@ from rest_framework.test import APIClient
 # Project modules are imported inside the fixtures: conftest modules load before Django is set up.
 
 
-# Every figure must be the same whichever days are read from the daily totals: all closed days summed (the
-# usual case), none (ANALYTICS_ROLLUPS off, every row read), or only some (D2 and D40 summed; with a grace of a
-# year no other day closes, so the rest is read from the rows around them).
-READS = ("daily_totals", "rows", "mixed")
+# Every figure must be the same whichever days and hours are read from the daily totals: all closed days summed (the
+# usual case), none (ANALYTICS_ROLLUPS off, every row read), only some (D2 and D40 summed, and D1's hours 09:00 and
+# 10:00 as though D1 were the live day; with a grace of a year no other day or hour closes, so the rest is read from
+# the rows around them), or D1 as the live day at 23:30 (every earlier day summed, and D1's closed hours 00:00-22:00
+# at hour grain, by the first read).
+READS = ("daily_totals", "rows", "mixed", "hours")
+
+
+def live_day_at(settings, moment: dt.datetime) -> None:
+    """Make ``moment`` the point up to which days and hours are closed (by the grace): its day is the live one, summed
+    by the hour up to ``moment``'s hour."""
+    from django.utils import timezone
+
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = (timezone.now() - moment).total_seconds()
+
+
+def d1_at(built, clock: dt.time) -> dt.datetime:
+    return dt.datetime.combine(built.today - dt.timedelta(days=1), clock, tzinfo=dt.UTC)
 
 
 @pytest.fixture(params=READS)
 def traffic(request, stored_traffic, settings):
-    """The hand-built traffic, read each of the three ways (:data:`READS`)."""
-    from analytics.services import rollup_build
+    """The hand-built traffic, read each of the four ways (:data:`READS`)."""
+    from analytics.rollups import FACTS
+    from analytics.services import rollup_build, rollup_hours_build
 
     built = stored_traffic
     if request.param == "rows":
         settings.ANALYTICS_ROLLUPS = False
     elif request.param == "daily_totals":
         settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+    elif request.param == "hours":
+        live_day_at(settings, d1_at(built, dt.time(23, 30)))
     else:
         settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
         for days_ago in (2, 40):
             day = built.today - dt.timedelta(days=days_ago)
             assert rollup_build(first=day, last=day) == [day]
+        live_day_at(settings, d1_at(built, dt.time(12, 30)))
+        hours = [d1_at(built, dt.time(9)), d1_at(built, dt.time(10))]
+        assert rollup_hours_build(hours) == {(fact.name, hour) for fact in FACTS for hour in hours}
         settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 366 * 86400
     return built
 
@@ -38,7 +58,7 @@ def traffic(request, stored_traffic, settings):
 @pytest.fixture
 def stored_traffic(request, tenant, outsider):
     """The hand-built traffic read one way only (the settings' own): for the refusals (401, 403, 404), decided before
-    any figure is read, which :func:`traffic`'s three ways would only repeat. In a module that uses
+    any figure is read, which :func:`traffic`'s four ways would only repeat. In a module that uses
     :func:`module_traffic`, the rows it built once (``tenant`` and ``outsider`` are its tenants, given a key each);
     elsewhere built for the test."""
     from analytics.tests.traffic import build_traffic

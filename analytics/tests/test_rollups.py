@@ -1,4 +1,5 @@
-"""The daily totals: which days are summed, how a window is split, and percentiles read from latency buckets."""
+"""The daily totals: which days (and the live day's hours) are summed, how a window is split, and percentiles read from
+latency buckets."""
 
 from __future__ import annotations
 
@@ -7,9 +8,27 @@ import random
 
 import pytest
 
-from analytics.models import DailyMessages, RollupDay
-from analytics.rollups import MESSAGES, Window, fact_rows, histogram_percentile, latency_bucket, whole_days, without_jit
-from analytics.services import rollup_build, rollup_closed_before, rollup_days_unseal
+from analytics.models import DailyConversations, DailyMessages, RollupDay, RollupHour
+from analytics.rollups import (
+    CONVERSATIONS,
+    DECIDED,
+    FACTS,
+    MESSAGES,
+    Window,
+    fact_rows,
+    histogram_percentile,
+    latency_bucket,
+    whole_days,
+    without_jit,
+)
+from analytics.services import (
+    rollup_build,
+    rollup_closed_before,
+    rollup_days_unseal,
+    rollup_hours_build,
+    rollup_hours_unseal,
+    window_open,
+)
 
 D = dt.date(2026, 3, 10)
 
@@ -24,6 +43,23 @@ def test_a_window_reads_sealed_whole_days_from_the_totals_and_everything_else_fr
     # days[5] is outside [start, end); days[0] is only half inside.
     assert window.sealed == ((days[1], days[2]), (days[4], days[4]))
     assert window.live == ((at(days[0], 12), at(days[1])), (at(days[3]), at(days[4])))
+
+
+def test_a_window_reads_each_tables_sealed_hours_of_a_live_day_from_the_totals_and_the_rest_from_the_rows():
+    days = [D + dt.timedelta(days=i) for i in range(3)]
+    hours = [("messages", at(days[2], h)) for h in (0, 1, 2, 5)] + [("handoffs", at(days[2], 1))]
+    hours.append(("messages", at(days[1], 7)))  # inside a sealed day: the day's totals are read
+    window = Window.split(at(days[0]), at(days[2] + dt.timedelta(days=1)), sealed_days=days[:2], sealed_hours=hours)
+
+    assert window.of("messages") == (
+        [(days[2], 0, 2), (days[2], 5, 5)],
+        [(at(days[2], 3), at(days[2], 5)), (at(days[2], 6), at(days[2] + dt.timedelta(days=1)))],
+    )
+    assert window.of("handoffs") == (
+        [(days[2], 1, 1)],
+        [(at(days[2]), at(days[2], 1)), (at(days[2], 2), at(days[2] + dt.timedelta(days=1)))],
+    )
+    assert window.of("tool_calls") == ([], [(at(days[2]), at(days[2] + dt.timedelta(days=1)))])
 
 
 def test_whole_days_are_those_wholly_inside_the_window():
@@ -151,8 +187,11 @@ def test_rollup_analytics_sums_the_closed_days_and_says_how_many(settings):
 
     settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
     out = StringIO()
+    now = dt.datetime.now(dt.UTC)
     call_command("rollup_analytics", "--days", "3", stdout=out)
     assert out.getvalue().startswith("Summed 3 of the 3 closed days")
+    # Today's closed hours, with no grace (as many as the hours begun since midnight, unless the clock struck between).
+    assert f"then the {now.hour} closed hours of {now.date()}" in out.getvalue() or now.minute == 59
     assert RollupDay.objects.filter(sealed=True).count() == 3
     out = StringIO()
     call_command("rollup_analytics", "--days", "5", stdout=out)
@@ -162,3 +201,103 @@ def test_rollup_analytics_sums_the_closed_days_and_says_how_many(settings):
     assert out.getvalue().startswith("Summed 5 of the 5")
     with pytest.raises(CommandError, match="--days must be"):
         call_command("rollup_analytics", "--days", "0")
+
+
+def _live_day_at(settings, moment: dt.datetime) -> None:
+    """Days and hours closed up to ``moment`` (by the grace): its day is the live day, its earlier hours closed."""
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = (dt.datetime.now(dt.UTC) - moment).total_seconds()
+
+
+def _answers(tenant, moments: list[dt.datetime]):
+    from conversations.models import Message
+    from tests.factories import ConversationFactory
+
+    conversation = ConversationFactory(tenant=tenant, cohort="multi_agent")
+    for i, moment in enumerate(moments):
+        message = Message.objects.create(
+            conversation=conversation, role="assistant", cohort="multi_agent", latency_ms=100 * (i + 1)
+        )
+        Message.objects.filter(pk=message.pk).update(created_at=moment)
+    type(conversation).objects.filter(pk=conversation.pk).update(created_at=moments[0])
+    return conversation
+
+
+@pytest.mark.django_db
+def test_only_the_live_days_closed_hours_are_summed_each_table_apart(settings, tenant):
+    yesterday = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
+    _answers(tenant, [at(yesterday, 11).replace(minute=15), at(yesterday, 11).replace(minute=40)])
+    _live_day_at(settings, at(yesterday, 12).replace(minute=30))
+
+    asked = [at(yesterday, 11), at(yesterday, 12), at(yesterday - dt.timedelta(days=1), 11)]
+    assert rollup_hours_build(asked) == {(fact.name, at(yesterday, 11)) for fact in FACTS}  # 12:00 is not closed
+    [row] = DailyMessages.objects.all()
+    assert (row.day, row.hour, row.n, row.latency_sum) == (yesterday, 11, 2, 300.0)
+    [conversations] = DailyConversations.objects.all()
+    assert (conversations.hour, conversations.n) == (11, 1)
+    assert rollup_hours_build(asked) == set()  # already sealed
+
+    rollup_hours_unseal([at(yesterday, 11).replace(minute=15)], facts=[CONVERSATIONS])
+    rollup_hours_unseal([at(yesterday, 11).replace(minute=50)], facts=[DECIDED])
+    assert rollup_hours_build(asked) == {("conversations", at(yesterday, 11)), ("outcomes", at(yesterday, 11))}
+    assert DailyMessages.objects.count() == DailyConversations.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_summed_hour_is_read_from_its_totals_and_the_current_hour_from_the_rows(settings, tenant):
+    from conversations.models import Message
+
+    yesterday = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
+    conversation = _answers(tenant, [at(yesterday, 11).replace(minute=15), at(yesterday, 12).replace(minute=10)])
+    _live_day_at(settings, at(yesterday, 12).replace(minute=30))
+    window = window_open(at(yesterday), at(yesterday + dt.timedelta(days=1)))
+    assert ("messages", at(yesterday, 11)) in window.hours and ("messages", at(yesterday, 12)) not in window.hours
+    # Both answers' latencies changed behind the totals' back (no writer does so): 11:00 is read from its totals.
+    Message.objects.filter(conversation=conversation).update(latency_ms=1000)
+
+    [row] = fact_rows(MESSAGES, window, by=("cohort",), tenant_id=tenant.pk, profile_id=None)
+    assert (row["n"], row["latency_sum"]) == (2, 100.0 + 1000.0)
+    settings.ANALYTICS_ROLLUPS = False
+    [row] = fact_rows(
+        MESSAGES,
+        window_open(at(yesterday), at(yesterday + dt.timedelta(days=1))),
+        by=("cohort",),
+        tenant_id=tenant.pk,
+        profile_id=None,
+    )
+    assert (row["n"], row["latency_sum"]) == (2, 2000.0)
+
+
+@pytest.mark.django_db
+def test_once_the_live_day_closes_it_is_summed_whole_and_its_hours_go(settings, tenant):
+    yesterday = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
+    _answers(tenant, [at(yesterday, 9), at(yesterday, 10), at(yesterday, 13)])
+    _live_day_at(settings, at(yesterday, 12).replace(minute=30))
+    window_open(at(yesterday), at(yesterday + dt.timedelta(days=1)))  # sums 00:00-11:00
+    assert sorted(DailyMessages.objects.values_list("hour", "n")) == [(9, 1), (10, 1)]
+
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+    window = window_open(at(yesterday), at(yesterday + dt.timedelta(days=1)))
+
+    assert window.sealed == ((yesterday, yesterday),) and window.hours == ()
+    assert list(DailyMessages.objects.values_list("hour", "n")) == [(None, 3)]
+    assert not RollupHour.objects.exists()
+    [row] = fact_rows(MESSAGES, window, by=("day",), tenant_id=tenant.pk, profile_id=None)
+    assert row["n"] == 3
+
+
+@pytest.mark.django_db
+def test_the_periodic_task_sums_the_closed_days_and_the_live_days_closed_hours(settings, tenant):
+    from analytics.tasks import analytics_rollup
+
+    yesterday = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
+    _answers(tenant, [at(yesterday, 9), at(yesterday - dt.timedelta(days=1), 9)])
+    _live_day_at(settings, at(yesterday, 12).replace(minute=30))  # yesterday live, its hours up to 11:00 closed
+
+    assert analytics_rollup() == 90 + 12 * len(FACTS)
+    assert RollupDay.objects.filter(sealed=True).count() == 90
+    assert RollupHour.objects.filter(sealed=True).count() == 12 * len(FACTS)
+    assert list(DailyMessages.objects.order_by("day").values_list("day", "hour", "n")) == [
+        (yesterday - dt.timedelta(days=1), None, 1),
+        (yesterday, 9, 1),
+    ]
+    assert analytics_rollup() == 0  # nothing left for the reads

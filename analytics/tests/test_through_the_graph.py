@@ -195,3 +195,68 @@ def test_a_conversation_counts_under_the_version_it_started_on_read_live_and_sum
     settings.ANALYTICS_ROLLUPS = True
     assert figures() == live == [(1, 1), (0, 1), (0, 0)]  # yesterday summed by the read
     assert RollupDay.objects.get(day=day).sealed
+
+
+def _rows_to(conversation_key: str, moment: dt.datetime) -> None:
+    """Date the conversation and everything written so far at ``moment``."""
+    from conversations.models import Conversation, Message, RouteDecisionRecord, ToolCall
+    from handoffs.models import Handoff
+
+    conversation = Conversation.objects.get(conversation_key=conversation_key)
+    for model in (Message, RouteDecisionRecord, ToolCall, Handoff):
+        model.objects.filter(conversation=conversation).update(created_at=moment)
+    Conversation.objects.filter(pk=conversation.pk).update(created_at=moment)
+
+
+def _live_day_at(settings, moment: dt.datetime) -> None:
+    """Days and hours closed up to ``moment`` (by the grace): its day is the live day, its earlier hours closed."""
+    settings.ANALYTICS_ROLLUP_GRACE_SECONDS = (dt.datetime.now(dt.UTC) - moment).total_seconds()
+
+
+def _yesterday_at(hour: int, minute: int = 0) -> dt.datetime:
+    return dt.datetime.combine(dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1), dt.time(hour, minute), dt.UTC)
+
+
+def _marks(hour: dt.datetime) -> dict[str, bool]:
+    from analytics.models import RollupHour
+
+    return dict(RollupHour.objects.filter(hour=hour).values_list("fact", "sealed"))
+
+
+def test_a_conversation_of_a_summed_hour_that_moves_later_unseals_that_hour_of_the_conversations_alone(
+    api, telecom, settings
+):
+    """On the live day the mark is each table's hour: the messages' hour stays summed, the conversations' is summed
+    again by the next read."""
+    assert send(api, "Minha fatura veio alta")["agent"] == "billing_agent"
+    _rows_to("tenant_a:telecom_contas:web-001", _yesterday_at(10, 10))
+    _live_day_at(settings, _yesterday_at(12, 30))  # yesterday is the live day, its hours up to 11:00 closed
+    before = api.get("/api/analytics/handoffs", {"days": 2}).json()  # sums yesterday's 00:00-11:00
+    assert (before["total_conversations"], before["conversations_with_handoffs"]) == (1, 0)
+    ten = _yesterday_at(10)
+    assert set(_marks(ten).values()) == {True} and len(_marks(ten)) == 7
+
+    assert send(api, "E o meu pedido?")["agent"] == "orders_agent"  # its first routing handoff, counted again
+
+    assert {fact for fact, sealed in _marks(ten).items() if not sealed} == {"conversations"}
+    after = api.get("/api/analytics/handoffs", {"days": 2}).json()
+    assert (after["total_handoffs"], after["total_conversations"], after["conversations_with_handoffs"]) == (1, 1, 1)
+    assert set(_marks(ten).values()) == {True}  # summed again by that read
+
+
+def test_clearing_a_session_unseals_the_hours_of_the_rows_it_deletes_on_the_live_day(api, telecom, settings):
+    send(api, "Minha fatura veio alta")
+    send(api, "E o meu pedido?")
+    _rows_to("tenant_a:telecom_contas:web-001", _yesterday_at(9, 45))
+    _live_day_at(settings, _yesterday_at(12, 30))
+    assert sum(row["turns"] for row in api.get("/api/analytics/agents", {"days": 2}).json()) == 2
+    nine = _yesterday_at(9)
+    assert set(_marks(nine).values()) == {True}
+
+    response = api.post("/api/sessions/tenant_a:telecom_contas:web-001/clear")
+    assert response.status_code == 200, response.content
+
+    assert set(_marks(nine).values()) == {False}
+    assert set(_marks(_yesterday_at(10)).values()) == {True}  # no row of theirs was written then
+    assert api.get("/api/analytics/agents", {"days": 2}).json() == []
+    assert api.get("/api/analytics/handoffs", {"days": 2}).json()["total_handoffs"] == 1  # handoff rows stay

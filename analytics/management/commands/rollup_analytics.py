@@ -1,4 +1,5 @@
-"""``manage.py rollup_analytics``: sum the closed days into the analytics' daily totals ahead of the first read."""
+"""``manage.py rollup_analytics``: sum the closed days and the live day's closed hours into the analytics' daily totals
+ahead of the first read (the periodic task ``analytics.rollup`` does it every five minutes)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import time
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analytics.filters import MAX_DAYS
-from analytics.services import rollup_build, rollup_closed_before
+from analytics.rollups import FACTS
+from analytics.services import rollup_ahead, rollup_closed_before, rollup_hour_closed_before
 
 
 class Command(BaseCommand):
     help = (
         "Sum the closed UTC days of the last --days (default 90) into the analytics' daily totals and seal them. "
-        "Days already sealed are left alone unless --rebuild. Reads do this themselves for the days they need; "
-        "run it from cron after midnight to keep that work off the first read of the day."
+        "Days already sealed are left alone unless --rebuild. Then the closed hours of the day not closed yet that "
+        "are not summed. Reads do this themselves for the days and hours they need, and the periodic task "
+        "analytics.rollup every five minutes; run it by hand after a --rebuild or to sum many days at once."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -29,9 +32,11 @@ class Command(BaseCommand):
         last = rollup_closed_before() - dt.timedelta(days=1)
         first = last - dt.timedelta(days=days - 1)
         started = time.perf_counter()
-        summed = rollup_build(first=first, last=last, rebuild=options["rebuild"])
+        summed, built = rollup_ahead(days=days, rebuild=options["rebuild"])
         seconds = time.perf_counter() - started
+        hours = rollup_hour_closed_before().hour  # of the live day, the day after the last closed one
         self.stdout.write(
-            f"Summed {len(summed)} of the {days} closed days {first} … {last} in {seconds:.1f} s "
-            f"({days - len(summed)} already sealed)."
+            f"Summed {len(summed)} of the {days} closed days {first} … {last} ({days - len(summed)} already sealed), "
+            f"then the {hours} closed hours of {last + dt.timedelta(days=1)} ({len(built)} of the "
+            f"{hours * len(FACTS)} hours of a table not summed before), in {seconds:.1f} s."
         )
