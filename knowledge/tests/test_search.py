@@ -133,7 +133,7 @@ def test_the_postgresql_search_filters_and_ranks_by_full_text_alone_computing_no
     """A trigram condition OR-ed into the filter kept the planner off both GIN indexes: a sequential scan computing
     the trigram similarity of every passage (5-14 s over 100,000). The filter is the full-text match alone; and the
     ranking is ``ts_rank`` alone: a trigram similarity of the question to each candidate's whole text was most of the
-    statement's time (0.5 of 0.6 ms on the demo's help centre) and changed no answer at a turn, the words held
+    statement's time (0.5 of 0.6 ms on the demo's help centre) and lowered no figure at a turn, the words held
     ordering the passages after it and a misspelt word read as the documents' nearest words before it."""
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL's plan")
