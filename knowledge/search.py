@@ -16,8 +16,8 @@ over 100,000 passages ranks a bounded number of them, not every passage that hol
 
    * PostgreSQL: full text with the document language's configuration (stemmed, stop words dropped) through the GIN
      index on ``search_vector``, at most :data:`CANDIDATE_LIMIT` of the passages it finds, ranked by ``ts_rank``
-     over every word of the question (normalised to rank / (rank + 1)); the best :data:`RERANK` then gain half the
-     trigram word similarity of the question to their text.
+     over every word of the question (normalised to rank / (rank + 1)); no similarity to a passage's text (a
+     misspelt word is read as the documents' nearest words before the search, and step 3 orders the best).
    * SQLite: FTS5 (``unicode61``, diacritics removed), each word matched by its first letters in the heading or the
      text (``senha`` finds ``senhas``) or by a Snowball stem in the passage's stems (``billing`` finds ``bill``),
      ranked by BM25 (the heading counting twice the text, the stems nothing), normalised the same way.
@@ -79,8 +79,6 @@ FUSION_DEPTH = 20  # with vectors: how deep each ranking goes before they are fu
 # shares most of its words with its answer; an engine's rank lifts a passage repeating one of them).
 WORDS_RERANKED = 10
 STEMS_WEIGHT = 0.0  # SQLite: BM25's weight of a stem matched, beside the heading's 2 and the text's 1
-RERANK = 20  # PostgreSQL: the best passages by full text that the trigram similarity re-ranks
-TRIGRAM_WEIGHT = 0.5  # a misspelt word's match counts, but less than the words themselves
 TYPO_MIN_CHARS = 4  # shorter unknown words are left as they are: too many words are near them
 TYPO_SIMILARITY = 0.45
 TYPO_WORDS = 2  # the nearest words an unknown word is read as
@@ -530,7 +528,7 @@ def _ids(values: Iterable[int]) -> str:
 Row = tuple[int, float, int, str, int, str]
 
 
-def _postgres(plan: Plan, query: str, scope: Scope, language: str | None, limit: int) -> list[Row]:
+def _postgres(plan: Plan, scope: Scope, language: str | None, limit: int) -> list[Row]:
     configs = search_configs(language)
     typed = {fold(word): word for word in plan.ranked}
     spellings = [sorted(term.forms or {typed.get(term.folded, term.folded)}) for term in plan.filtered]
@@ -542,15 +540,13 @@ def _postgres(plan: Plan, query: str, scope: Scope, language: str | None, limit:
     # Only the customer's words are parameters: the weights, limits and document ids (integers) are written into the
     # statement, which the client-side binding would have quoted into it one by one, a list's every element too.
     sql = (
-        f"SELECT id, rank + {float(TRIGRAM_WEIGHT)!r} * word_similarity(%s, text) AS score, "  # noqa: S608
-        "document_id, heading, position, text FROM ("
+        "SELECT id, rank, document_id, heading, position, text FROM ("  # noqa: S608
         f"SELECT id, document_id, heading, position, text, ts_rank(search_vector, {rank_sql}, 32) AS rank FROM ("
         f"SELECT * FROM {PASSAGE_TABLE} WHERE search_vector @@ {filter_sql} "
         f"AND {in_documents} = ANY({scope.documents_sql}) LIMIT {int(CANDIDATE_LIMIT)}"
-        f") AS matched ORDER BY rank DESC, id LIMIT {int(max(limit, RERANK))}"
-        f") AS candidates ORDER BY score DESC, id LIMIT {int(limit)}"
+        f") AS matched) AS ranked ORDER BY rank DESC, id LIMIT {int(limit)}"
     )
-    params = [query, *rank_params, *filter_params]
+    params = [*rank_params, *filter_params]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [(pk, float(score), *rest) for pk, score, *rest in cursor.fetchall()]
@@ -640,7 +636,7 @@ def knowledge_search(
         plan = _ranked_by_own_words(plan, query, terms)
     ranked: list[Row] = []
     if plan.filtered and connection.vendor == "postgresql":
-        ranked = _postgres(plan, query[:1000], scope, language, max(depth, WORDS_RERANKED))
+        ranked = _postgres(plan, scope, language, max(depth, WORDS_RERANKED))
     elif plan.filtered:
         ranked = _sqlite(plan, scope.documents, max(depth, WORDS_RERANKED))
     ranked = by_words_held(ranked, asked, reading, scope.about)[:depth]

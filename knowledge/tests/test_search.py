@@ -127,14 +127,19 @@ def test_a_search_filters_on_the_rarer_words_within_its_budget_and_ranks_by_ever
     ]
 
 
-def test_the_postgresql_search_filters_on_full_text_alone_and_the_trigram_only_reranks(source, profile):
+def test_the_postgresql_search_filters_and_ranks_by_full_text_alone_computing_no_similarity_to_a_passages_text(
+    source, profile
+):
     """A trigram condition OR-ed into the filter kept the planner off both GIN indexes: a sequential scan computing
-    the trigram similarity of every passage (5-14 s over 100,000). The filter is the full-text match alone."""
+    the trigram similarity of every passage (5-14 s over 100,000). The filter is the full-text match alone; and the
+    ranking is ``ts_rank`` alone: a trigram similarity of the question to each candidate's whole text was most of the
+    statement's time (0.5 of 0.6 ms on the demo's help centre) and lowered no figure at a turn, the words held
+    ordering the passages after it and a misspelt word read as the documents' nearest words before it."""
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL's plan")
     document_ingest(source=source, file_name="help.md", data=HELP_EN)
     with CaptureQueriesContext(connection) as captured:
-        knowledge_search(profile=profile, query="How do I reset my pasword?", language="en")
+        found = knowledge_search(profile=profile, query="How do I reset my pasword?", language="en")
     ranking = next(query["sql"] for query in captured.captured_queries if "ts_rank" in query["sql"])
 
     with connection.cursor() as cursor:
@@ -143,8 +148,9 @@ def test_the_postgresql_search_filters_on_full_text_alone_and_the_trigram_only_r
     filters = [line for line in plan if line.startswith(("Filter:", "Recheck Cond:", "Index Cond:"))]
 
     assert any("search_vector @@" in line for line in filters)
-    assert not any("%" in line or "similarity" in line for line in filters)
-    assert sum("word_similarity" in line for line in plan) >= 1  # it re-ranks the candidates
+    assert not any("%" in line or "similarity" in line for line in plan)
+    assert any("ts_rank" in line for line in plan)
+    assert headings(found[:1]) == ["Help centre › Passwords"]
 
 
 def test_the_postgresql_ranking_binds_only_the_customers_words_and_writes_its_ids_and_limits_into_the_statement(
@@ -170,7 +176,9 @@ def test_the_postgresql_ranking_binds_only_the_customers_words_and_writes_its_id
     assert len(rankings) == 2
     for sql, params in rankings:
         configs = sql.count("to_tsquery(")
-        assert params == [question, *[params[1]] * (configs // 2), *[params[-1]] * (configs // 2)]
+        # The words it ranks by, then those it filters on, once a configuration each: the question's words alone.
+        assert params == [*[params[0]] * (configs // 2), *[params[-1]] * (configs // 2)]
+        assert "'password'" in params[0] and "'password'" in params[-1]
         assert all(isinstance(param, str) for param in params) and question not in sql
         assert "::int8[]" in sql and "LIMIT %s" not in sql
     assert rankings[0][0].count("to_tsquery(") == 2 and rankings[1][0].count("to_tsquery(") == 8  # one, every language
