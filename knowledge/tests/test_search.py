@@ -153,6 +153,17 @@ def test_the_postgresql_search_filters_and_ranks_by_full_text_alone_computing_no
     assert headings(found[:1]) == ["Help centre › Passwords"]
 
 
+def test_the_passages_text_carries_no_trigram_index_on_postgresql_that_no_search_reads():
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's indexes")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'knowledge_knowledgepassage'")
+        indexes = {row[0] for row in cursor.fetchall()}
+
+    assert "knowledge_passage_search_gin" in indexes
+    assert "knowledge_passage_text_trgm" not in indexes
+
+
 def test_the_postgresql_ranking_binds_only_the_customers_words_and_writes_its_ids_and_limits_into_the_statement(
     three_languages, profile
 ):
