@@ -353,20 +353,24 @@ def follow_up_of(text: str, earlier: Sequence[str]) -> str:
 
 
 async def knowledge_answers(
-    *, profile: ProfileSpec, held: bool, tenant_pk: int | None, text: str, language: str
+    *, profile: ProfileSpec, held: bool, tenant_pk: int | None, text: str, language: str, earlier: Sequence[str] = ()
 ) -> bool:
     """Whether the profile's knowledge answers ``text`` by itself: ``text`` asks a question in general
     (:func:`agents.passages.asks_documents`: "a cotação tem atraso?",
     not "quero uma cotação", a request its goal serves), retrieval is on, and a passage reaches the bar holding at
     least :data:`agents.passages.MIN_WORDS_HELD` of its content words (one word shared, even all of a one-word
-    question's — "qual o preço?" —, is not enough here). Goal mode asks it before it asks the customer for what a
+    question's — "qual o preço?" —, is not enough here). A follow-up (:func:`follow_up_of` of ``earlier``, the
+    customer's messages before it, newest first) is searched with its thread as a specialist searches it, the
+    thread's words counted among those held: "e o preço?" after "as cotações de vocês têm atraso?" is the help
+    centre's, as the specialist that answers it will find. Goal mode asks it before it asks the customer for what a
     goal lacks (:mod:`conversations.goals.turn`). ``held``: as for :func:`knowledge_prepared`."""
     settings = profile.knowledge
     if not held or not settings.retrieval or not asks_documents(text):
         return False
     if small_talk_read(text) is not None:
         return False
-    retrieved = await on_the_request_thread(knowledge_retrieve)(
+    retrieved, _ = await on_the_request_thread(_thread_retrieved)(
+        thread=follow_up_of(text, earlier),
         profile_pk=profile.pk,
         tenant_pk=tenant_pk,
         query=text,

@@ -28,7 +28,7 @@ from django.utils import timezone
 from common.events import emit_safely
 from conversations.goals.engine import answer_write, outputs_combine, plan_execute
 from conversations.goals.part import GoalTurn
-from conversations.knowledge_turn import knowledge_answers
+from conversations.knowledge_turn import asked_before, knowledge_answers
 from conversations.turn import Turn
 from routing.public import (
     CANCEL,
@@ -159,8 +159,9 @@ async def goal_routing(turn: Turn) -> RouteDecision:
 async def _documents_answer(turn: Turn, decision: GoalDecision) -> bool:
     """Whether a goal that would ask the customer before it acts (an entity it lacks, a reading below its threshold:
     :data:`DOCUMENTS_FIRST`) leaves the message to the profile's specialists instead, because the profile's documents
-    answer it (:func:`conversations.knowledge_turn.knowledge_answers`): "as cotações que vocês mostram têm atraso?"
-    reads as a quote without its stock, and the help centre says how late they are."""
+    answer it (:func:`conversations.knowledge_turn.knowledge_answers`, a follow-up with its thread, as the specialists
+    search it): "as cotações que vocês mostram têm atraso?" reads as a quote without its stock, and the help centre
+    says how late they are; so does "e o preço?" after it."""
     if decision.status != CLARIFICATION or (decision.clarification or {}).get("reason") not in DOCUMENTS_FIRST:
         return False
     current = turn.input.snapshot or await sync_to_async(snapshot_current)()
@@ -171,6 +172,9 @@ async def _documents_answer(turn: Turn, decision: GoalDecision) -> bool:
         tenant_pk=turn.input.tenant_pk,
         text=turn.guardrails.sanitized_text,
         language=turn.language.code,
+        # A follow-up of the specialists' answer is searched with its thread, as they search it; one of a goal's
+        # answer is the goal's, which its state completes ("e o preço?" after the day's movers is no article's).
+        earlier=asked_before(turn.history) if turn.route.active_agent != GOAL_AGENT else (),
     )
 
 

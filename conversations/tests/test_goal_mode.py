@@ -205,6 +205,31 @@ def test_a_goal_lacking_an_entity_leaves_a_message_its_help_centre_answers_to_th
     assert not (conversation.goal_state or {}).get("pending")
 
 
+def test_a_one_word_follow_up_of_a_question_its_help_centre_answered_is_answered_from_it_with_its_thread(api, finance):
+    first = say(api, "as cotações de vocês têm atraso?", session="fin-documents-thread")
+    assert first["metadata"]["goal"]["status"] == "general"
+
+    body = say(api, "e o preço?", session="fin-documents-thread")  # a quote without its stock, read alone
+
+    goal = body["metadata"]["goal"]
+    assert (goal["status"], goal["intent_output"]["goal"], goal["clarification"]) == ("general", "GET_QUOTE", None)
+    knowledge = body["metadata"]["knowledge"]
+    assert knowledge["follows_up"] is True
+    assert knowledge["citations"][0]["title"] == "Horário do pregão e cotações"
+    conversation = Conversation.objects.get(conversation_key=body["conversation_key"])
+    assert not (conversation.goal_state or {}).get("pending")
+
+
+def test_a_one_word_request_after_a_goal_was_served_stays_with_the_goal_not_the_documents(api, finance):
+    say(api, "maiores altas do Brasil", session="fin-goal-thread")
+
+    body = say(api, "e o preço?", session="fin-goal-thread")  # what the documents hold of it is not a plan's thread
+
+    goal = body["metadata"]["goal"]
+    assert (goal["status"], goal["intent_output"]["goal"]) == ("clarification", "GET_QUOTE")
+    assert goal["clarification"]["reason"] == "missing_entity"
+
+
 def test_a_goal_unsure_of_its_reading_leaves_a_message_its_help_centre_answers_to_the_specialists(api, finance):
     Goal.objects.filter(name="TOP_MOVERS").update(confidence_threshold=0.99)
     publish("TOP_MOVERS asks below 0.99")
