@@ -102,6 +102,10 @@ _COMMON_WORDS = (
 _COMMON = frozenset(_COMMON_WORDS.split()) | _ASKING_WORDS | STOP_WORDS
 # A compound a document writes with a hyphen ("Wi-Fi", "e-mail", "pré-pago"), which customers write joined too.
 _COMPOUND = re.compile(r"(?<![\w-])(\w+)-(\w+)(?![\w-])")
+# A compound whose first part is a prefix of fewer than four letters ("e-mail", "wi-fi", "pré-pago", "pós-venda"): one
+# word, which customers and documents write joined as often ("email", "wifi", "prepago"); its parts apart are a prefix
+# the bar never counts and a word it counts in other senses ("mail", "pago").
+_PREFIXED = re.compile(r"(?<![\w-])([^\W\d_]{1,3})-([^\W\d_]{2,})(?![\w-])")
 # A passage answers a question of two content words or more only if it holds two of them: one word shared ("delivery"
 # of "Delivery to Iceland?" with an article on delivery times) is a word shared, not an answer.
 MIN_WORDS_HELD = 2
@@ -166,7 +170,10 @@ def passages_read(content: Any) -> list[NotedPassage] | None:
 
 def content_words(text: str) -> list[str]:
     """The words of ``text`` that tell what it is about, folded (case and accents aside), each once, in order: common
-    words and words of fewer than four letters left out."""
+    words and words of fewer than four letters left out; a compound of a short prefix one word, joined
+    (:data:`_PREFIXED`: "e-mail" is "email", as a text's stems hold it written either way, :func:`stems_of`)."""
+    if "-" in text:
+        text = _PREFIXED.sub(r"\1\2", text)
     return list(dict.fromkeys(word for word in normalize(text).split() if len(word) >= 4 and word not in _COMMON))
 
 

@@ -120,7 +120,7 @@ from agents.selectors import (
 )
 from agents.services import mcp_server_sync, model_usage_record, prompt_version_create, usage_outside_turns
 from agents.signals import SyncNotes, mcp_server_synced
-from agents.stems import word_stems
+from agents.stems import word_bases, word_stems
 from agents.structured import SchemaTooCostly, schema_errors, schema_problem
 from agents.tool_summary import result_summary
 from agents.usage import (
@@ -264,6 +264,7 @@ __all__ = [
     "validate_team_name",
     "validate_tool_args_schema",
     "weight_of",
+    "word_bases",
     "word_keys",
     "word_lists_warm",
     "word_stems",

@@ -7,6 +7,11 @@ accents aside, as customers type and as the bar compares), so that *billing* is 
 engine. A word is stemmed in the three languages whatever the question's: the bar reads a question against passages
 of any language, as it reads the common words of all three. A stem costs tens of microseconds: each word's are kept
 (:data:`STEMS_KEPT`), and the stemmers, which hold their word while they run, take turns.
+
+Beside its own, a word has the stems of its bases (:func:`word_bases`), which its suffix leaves and the stemmers do not
+reach: Portuguese and Spanish write a quality's intensive with a suffix (*lentíssimo*, *lentísimo*: very slow), which
+the stemmers keep (``lentisim``), and a short root's *-ário* (*horário*, ``horari``) is no longer its first letters
+(*horas*, ``hor``).
 """
 
 from __future__ import annotations
@@ -20,11 +25,33 @@ STEMMED_LANGUAGES = ("portuguese", "english", "spanish")
 STEMS_KEPT = 100_000  # words whose stems a process keeps (a word and its stems: a few hundred bytes)
 _STEMMERS = tuple(snowballstemmer.stemmer(language) for language in STEMMED_LANGUAGES)
 _TURNS = threading.Lock()
+# What a word's bases are (:func:`word_bases`): (ending of a folded word, what the base writes instead, the fewest
+# letters the base keeps before it), longest endings first. Portuguese's and Spanish's intensives (-íssimo, -ísimo and
+# their feminines and plurals) are their adjective's superlative, its ending written again (``lentisima`` → ``lenta``);
+# the nouns and adjectives of -ário, -ario (RSLP's noun step, Orengo and Huyck's Portuguese stemmer, removes it;
+# Snowball's lists have no such suffix) leave their root (``horario`` → ``hor``, as ``horas`` stems).
+_REDUCTIONS = (
+    ("issimos", "os", 3), ("issimas", "as", 3), ("isimos", "os", 3), ("isimas", "as", 3),
+    ("issimo", "o", 3), ("issima", "a", 3), ("isimo", "o", 3), ("isima", "a", 3),
+    ("arios", "", 3), ("arias", "", 3), ("ario", "", 3), ("aria", "", 3),
+)  # fmt: skip
+BASES_KEPT = 100_000  # words whose bases a process keeps, as it keeps their stems
+
+
+@lru_cache(maxsize=BASES_KEPT)
+def word_bases(word: str) -> tuple[str, ...]:
+    """The bases of ``word`` (folded) its suffixes leave (:data:`_REDUCTIONS`): ``lentisimo`` → (``lento``,)."""
+    for ending, base_ending, fewest in _REDUCTIONS:
+        if word.endswith(ending) and len(word) - len(ending) >= fewest:
+            return (word[: len(word) - len(ending)] + base_ending,)
+    return ()
 
 
 @lru_cache(maxsize=STEMS_KEPT)
 def word_stems(word: str) -> frozenset[str]:
     """The stems of ``word`` (folded) in Portuguese, English and Spanish, each once: ``billing`` → {``billing``,
-    ``bill``}, ``troco`` → {``troc``, ``troco``}."""
+    ``bill``}, ``troco`` → {``troc``, ``troco``}; and those of its bases (:func:`word_bases`): ``lentisimo`` →
+    {``lentisim``, ``lentisimo``, ``lent``, ``lento``}."""
+    words = (word, *word_bases(word))
     with _TURNS:
-        return frozenset(stemmer.stemWord(word) for stemmer in _STEMMERS)
+        return frozenset(stemmer.stemWord(each) for each in words for stemmer in _STEMMERS)

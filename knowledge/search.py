@@ -48,7 +48,15 @@ from django.db import connection, transaction
 from django.db.models import Count, Exists, Q, Sum
 from django.db.models.functions import Length
 
-from agents.public import STEM_CHARS, HeldShare, asked_words, content_words, word_stems, zipf_frequency
+from agents.public import (
+    STEM_CHARS,
+    HeldShare,
+    asked_words,
+    content_words,
+    word_bases,
+    word_stems,
+    zipf_frequency,
+)
 from common.config_version import config_version, local_generation
 from common.text import fold
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
@@ -553,10 +561,11 @@ def _postgres(plan: Plan, scope: Scope, language: str | None, limit: int) -> lis
 
 
 def _sqlite_term(term: Term) -> str:
-    """FTS5's query for a filtered word: its first letters in the heading or the text (``senha`` finds ``senhas``),
-    or one of its Snowball stems in the passage's stems (``billing`` finds ``bill``) — those the first letters do not
-    find already (a stem starting with them is a word's that does: ``pagament`` of ``pagamento``)."""
-    prefix = f'{{heading text}} : "{term.prefix}"' + ("*" if len(term.prefix) >= 4 else "")
+    """FTS5's query for a filtered word: its first letters in the heading, the text or the passage's stems
+    (``senha`` finds ``senhas``; ``wifi`` the stems of ``Wi-Fi`` joined), or one of its Snowball stems in the
+    passage's stems (``billing`` finds ``bill``) — those the first letters do not find already (a stem starting with
+    them is a word's that does: ``pagament`` of ``pagamento``)."""
+    prefix = f'{{heading text stems}} : "{term.prefix}"' + ("*" if len(term.prefix) >= 4 else "")
     stems = sorted(stem for stem in term.stems if len(term.prefix) < 4 or not stem.startswith(term.prefix))
     return "(" + " OR ".join([prefix, *(f'stems : "{stem}"' for stem in stems)]) + ")"
 
@@ -629,7 +638,7 @@ def knowledge_search(
     configs = search_configs(language) if connection.vendor == "postgresql" else None
     asked = asked_words(query)
     reading = question_read(asked, query, scope.groups(synonyms))
-    searched = expanded(query, reading)
+    searched = _with_bases(expanded(query, reading), asked)
     terms = _terms(searched, scope.sources, version)
     plan = _plan(terms, _words(searched), configs)
     if searched != query:
@@ -645,6 +654,13 @@ def knowledge_search(
         if found is not None:
             return _fused(ranked, found, scope, limit)
     return [_hit(row, scope) for row in ranked[:limit]]
+
+
+def _with_bases(query: str, asked: Sequence[str]) -> str:
+    """``query`` with the bases of its words asked that have one (:func:`agents.stems.word_bases`: "lentisimo" is
+    "lento") on a line of their own: searched too, as a synonym's terms are, where a passage writes the base."""
+    bases = [base for word in asked for base in word_bases(word) if len(base) >= 4]
+    return f"{query}\n{' '.join(bases)}" if bases else query
 
 
 def by_words_held(

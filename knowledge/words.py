@@ -17,26 +17,34 @@ from common.text import fold
 
 MAX_WORD_CHARS = 64
 _LETTERS = re.compile(r"[^\W\d_]+")
+# A compound written with a hyphen ("Wi-Fi", "e-mail", "pré-pago"): a word of its own beside its parts, which the
+# customer types joined as often ("wifi", "email", "prepago").
+_COMPOUND = re.compile(r"(?<![\w-])[^\W\d_]+(?:-[^\W\d_]+)+(?![\w-])")
 
 
 def word_forms(word: str) -> tuple[str, str, str]:
-    """(``word`` in lower case, folded, stem)."""
+    """(``word`` in lower case, folded, stem): a compound's folded form joined (``wi-fi``: ``wifi``)."""
     lower = word.casefold()
-    folded = fold(lower)
+    folded = fold(lower).replace("-", "")
     return lower, folded, folded[:STEM_CHARS]
 
 
 def passage_words(text: str) -> set[str]:
-    """The distinct words of ``text``, in lower case, none longer than :data:`MAX_WORD_CHARS`."""
-    return {word for word in _LETTERS.findall(text.casefold()) if len(word) <= MAX_WORD_CHARS}
+    """The distinct words of ``text``, in lower case, none longer than :data:`MAX_WORD_CHARS`: its runs of letters,
+    and its compounds written with a hyphen whole (``wi-fi`` beside ``wi`` and ``fi``), which the dictionary holds
+    folded as one word (:func:`word_forms`: ``wifi``) and PostgreSQL's parser reads whole too."""
+    lower = text.casefold()
+    compounds = _COMPOUND.findall(lower) if "-" in lower else []
+    return {word for word in (*_LETTERS.findall(lower), *compounds) if len(word) <= MAX_WORD_CHARS}
 
 
 def passage_stems(heading: str, text: str) -> str:
-    """The Snowball stems of the words of four letters or more of a passage (``heading`` and ``text``), folded, each
-    once, space-separated: what SQLite's full-text table indexes beside them, and a search of a word matches by its
-    own stems (the words the relevance bar counts are as long)."""
-    words = {fold(word) for word in passage_words(f"{heading}\n{text}") if len(word) >= 4}
-    return " ".join(sorted({stem for word in words for stem in word_stems(word)}))
+    """The Snowball stems of the words of four letters or more of a passage (``heading`` and ``text``), folded (a
+    compound joined: ``wifi`` of ``Wi-Fi``), each once, space-separated: what SQLite's full-text table indexes beside
+    them, and a search of a word matches by its own stems and its first letters (the words the relevance bar counts
+    are as long)."""
+    words = {word_forms(word)[1] for word in passage_words(f"{heading}\n{text}")}
+    return " ".join(sorted({stem for word in words if len(word) >= 4 for stem in word_stems(word)}))
 
 
 def words_counted(passages: Iterable[tuple[str, str]]) -> Counter[str]:

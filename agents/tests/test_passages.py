@@ -96,6 +96,33 @@ def test_a_word_a_passage_writes_with_a_hyphen_is_held_by_a_question_that_writes
     assert words_held("quero a fatura por email", passage) == (2, 2)
 
 
+def test_a_compound_of_a_short_prefix_a_question_writes_with_a_hyphen_is_one_word_held_written_either_way():
+    assert content_words("meu e-mail e o Wi-Fi do pré-pago") == ["email", "wifi", "prepago"]
+    assert content_words("a segunda-via da fatura") == ["segunda", "fatura"]  # a long first part: two words
+
+    assert words_held("quero a fatura por e-mail", "A fatura chega por email.") == (2, 2)
+    assert words_held("o wi-fi está lento", "Longe do roteador o Wi-Fi fica lento.") == (2, 2)
+    assert words_held("sou pré-pago", "Planos prepago e controle.") == (1, 1)
+    assert words_held("sou pré-pago", "Planos pago e controle.") == (0, 1)  # "pago" alone is another word
+
+
+def test_an_intensive_is_held_by_a_text_writing_its_adjective_and_a_diminutive_is_not():
+    slow = "Longe do roteador o Wi-Fi fica lento; la conexión está lenta."
+
+    assert words_held("el wifi anda lentisimo", slow) == (2, 3)  # wifi, lentisimo; not anda
+    assert words_held("a internet está lentíssima", "A internet fica lenta.") == (2, 2)
+    assert words_held("lento", "El wifi anda lentísimo.") == (1, 1)  # the text's intensive holds its base too
+    assert words_held("lentidão", slow) == (0, 1)  # a noun of its own: no suffix of these
+    assert words_held("carrinho", "O carro fica na garagem.") == (0, 1)  # a diminutive's base is often another word
+
+
+def test_a_short_roots_ario_is_held_by_a_text_writing_the_root_and_back():
+    assert words_held("a bolsa abre que horas?", "Horário de negociação: a bolsa abre às 10h.") == (3, 3)
+    assert words_held("qual o horario de atendimento?", "Atendemos das 8 às 20 horas.") == (2, 2)
+    assert words_held("pago com débito bancário", "Débito automático no seu banco.") == (2, 3)  # débito, bancário
+    assert words_held("diário", "Um dia de prazo.") == (0, 1)  # two letters before it: no root left
+
+
 def test_a_short_name_or_code_of_a_question_counts_and_a_passage_holds_it_only_as_the_same_mark():
     lights = "Check the modem's lights.\n- **LOS** red: no signal comes through the fibre. Call us."
 

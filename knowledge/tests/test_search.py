@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from common.config_version import CACHE_KEY as CONFIG_VERSION_KEY
-from common.config_version import config_version
+from common.config_version import config_version, config_version_bump
 from knowledge import search
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
 from knowledge.search import knowledge_search
@@ -370,6 +370,49 @@ def test_a_word_is_found_by_its_snowball_stem_billing_by_bill_and_troco_by_troca
 
     assert headings(knowledge_search(profile=profile, query="paperless billing", language="en")) == ["Help › Letters"]
     assert headings(knowledge_search(profile=profile, query="como troco?", language="pt")) == ["Ajuda › Plano"]
+
+
+def test_a_compound_is_found_written_joined_or_with_its_hyphen_whichever_the_passage_writes(profile):
+    source = KnowledgeSource.objects.create(profile=profile, name="Compounds", language="pt")
+    wifi = "# Ajuda\n\n## Wi-Fi lento\n\nLonge do roteador o sinal cai.\n"
+    mail = "# Conta\n\n## Fatura digital\n\nA fatura chega por email todo mês.\n"
+    document_ingest(source=source, file_name="wifi.md", data=wifi.encode(), language="pt")
+    document_ingest(source=source, file_name="conta.md", data=mail.encode(), language="pt")
+
+    assert headings(knowledge_search(profile=profile, query="wifi", language="pt")) == ["Ajuda › Wi-Fi lento"]
+    assert headings(knowledge_search(profile=profile, query="o wi-fi", language="pt")) == ["Ajuda › Wi-Fi lento"]
+    assert headings(knowledge_search(profile=profile, query="por e-mail?", language="pt")) == ["Conta › Fatura digital"]
+    assert KnowledgeWord.objects.filter(source=source, word="wi-fi", folded="wifi", passages=1).exists()
+
+
+def test_an_intensive_finds_the_passage_that_writes_its_adjective(profile):
+    source = KnowledgeSource.objects.create(profile=profile, name="Intensives", language="es")
+    slow = "# Ayuda\n\n## Conexión lenta\n\nSi la conexión está lenta, reinicia el módem.\n"
+    document_ingest(source=source, file_name="lenta.md", data=slow.encode(), language="es")
+
+    assert headings(knowledge_search(profile=profile, query="lentísima", language="es")) == ["Ayuda › Conexión lenta"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_reads_the_passages_stored_before_it_again_their_compounds_counted_and_indexed(profile):
+    migration = importlib.import_module("knowledge.migrations.0013_words_read_again")
+    source = KnowledgeSource.objects.create(profile=profile, name="Compounds", language="en")
+    document_ingest(source=source, file_name="wifi.md", data=b"# Help\n\n## Slow Wi-Fi\n\nMove the router.\n")
+    # As a passage stored before the migration: no compound among its words, its stems without it.
+    KnowledgeWord.objects.filter(word="wi-fi").delete()
+    stems = set(KnowledgePassage.objects.get().stems.split()) - {"wifi", "wif"}
+    KnowledgePassage.objects.update(stems=" ".join(sorted(stems)))
+    config_version_bump()
+    assert knowledge_search(profile=profile, query="wifi") == []
+
+    with connection.schema_editor() as editor:
+        migration.words_recount(apps, editor)
+        migration.stems_rewrite(apps, editor)
+    config_version_bump()  # as the processes started after a migration read the words anew
+
+    assert KnowledgeWord.objects.filter(source=source, word="wi-fi", folded="wifi", passages=1).exists()
+    assert KnowledgeWord.objects.get(source=source, word="router").passages == 1  # the others counted as before
+    assert headings(knowledge_search(profile=profile, query="wifi")) == ["Help › Slow Wi-Fi"]
 
 
 @pytest.mark.django_db(transaction=True)
