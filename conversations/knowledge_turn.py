@@ -48,7 +48,14 @@ from agents.public import (
 )
 from common.i18n import language_known, say
 from common.infra.crossing import on_the_request_thread
-from knowledge.public import Considered, Retrieved, SynonymsHeld, document_link, knowledge_retrieve
+from knowledge.public import (
+    Considered,
+    Retrieved,
+    SynonymsHeld,
+    document_link,
+    knowledge_retrieve,
+    knowledge_retrieve_followed,
+)
 from routing.public import ProfileSpec, SpecialistSpec, small_talk_read
 
 # In the customer's language (common.i18n.say).
@@ -146,12 +153,10 @@ class KnowledgeTool:
         (:func:`_thread_retrieved`)."""
         retrieved = self.searched.get(query)
         threaded = bool(self.thread) and query == self.question and not self.followed
-        if retrieved is None and threaded:
-            followed = await on_the_request_thread(knowledge_retrieve)(
+        if retrieved is None and threaded:  # with its thread, then alone: one crossing, one connection
+            retrieved, self.followed = await on_the_request_thread(knowledge_retrieve_followed)(
                 **self._scope(), query=query, language=self.language, every_language=False, thread=self.thread
             )
-            if followed.used:
-                retrieved, self.followed = followed, True
         if retrieved is None:
             retrieved = await self._search(query, self.language)
         if every_language and self.language and not retrieved.used and query not in self.everywhere:
@@ -305,16 +310,12 @@ def _thread_retrieved(*, thread: str, query: str, **scope: Any) -> tuple[Retriev
     conversation was about outranks one holding the word alone ("¿y cuántos días tengo?" after a question on returns:
     the returns article, not the delivery one), while a one-word change of subject ("e a garantia?") still reaches
     the bar on its own word, the thread weighing less (docs/knowledge.md, "A follow-up"). When nothing reaches the bar
-    so, the message alone, then with its thread in every language. One crossing to the request's thread for all."""
-    if thread:
-        followed = knowledge_retrieve(query=query, thread=thread, every_language=False, **scope)
-        if followed.used:
-            return followed, f"{query}\n{thread}"
-    retrieved = knowledge_retrieve(query=query, **scope)
-    if retrieved.used or not thread:
-        return retrieved, query
-    followed = knowledge_retrieve(query=query, thread=thread, **scope)
-    return (followed, f"{query}\n{thread}") if followed.used else (retrieved, query)
+    so, the message alone, then with its thread in every language, on one connection
+    (:func:`knowledge.retrieval.knowledge_retrieve_followed`). One crossing to the request's thread for all."""
+    if not thread:
+        return knowledge_retrieve(query=query, **scope), query
+    retrieved, followed = knowledge_retrieve_followed(query=query, thread=thread, **scope)
+    return retrieved, f"{query}\n{thread}" if followed else query
 
 
 THREAD_MESSAGES = 3  # the customer's earlier messages a follow-up's thread may read (follow_up_of)

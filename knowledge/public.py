@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from knowledge.exchange import SOURCE_FIELDS, knowledge_exported, source_import
 from knowledge.reading import KnowledgeReadError
-from knowledge.retrieval import Considered, Retrieved, document_link, knowledge_profiles, knowledge_retrieve
+from knowledge.retrieval import (
+    Considered,
+    Retrieved,
+    document_link,
+    knowledge_profiles,
+    knowledge_retrieve,
+    knowledge_retrieve_followed,
+)
 from knowledge.services import CREATED, REPLACED, UNCHANGED, document_ingest, documents_hold
 from knowledge.synonyms import Held as SynonymsHeld
 from knowledge.synonyms import document_synonyms, synonyms_cleaned
@@ -33,6 +40,7 @@ __all__ = [
     "knowledge_held",
     "knowledge_profiles",
     "knowledge_retrieve",
+    "knowledge_retrieve_followed",
     "question_words",
     "source_import",
     "synonyms_cleaned",

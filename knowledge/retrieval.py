@@ -15,6 +15,7 @@ the model took.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -147,16 +148,22 @@ def knowledge_profiles() -> frozenset[int]:
     return frozenset(documents.values_list("source__profile_id", flat=True).distinct())
 
 
+_calls = threading.local()  # how deep this thread is in calls of _connection_given_back's functions
+
+
 def _connection_given_back(func: Callable[P, R]) -> Callable[P, R]:
     """``func``, its thread's database connection given back when it returns or raises, unless a transaction holds
-    it (the module's docstring)."""
+    it (the module's docstring) or it was called by another such function, which gives it back once at its end."""
 
     @functools.wraps(func)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        depth = getattr(_calls, "depth", 0)
+        _calls.depth = depth + 1
         try:
             return func(*args, **kwargs)
         finally:
-            if not connection.in_atomic_block:
+            _calls.depth = depth
+            if not depth and not connection.in_atomic_block:
                 connection.close()
 
     return call
@@ -177,6 +184,7 @@ def knowledge_retrieve(
     vector_bar: float | None = None,
     synonyms: Held | None = None,
     thread: str = "",
+    kept: dict[tuple[str, str | None], list[Hit]] | None = None,
 ) -> Retrieved:
     """The ``limit`` best passages of the profile's knowledge for ``query`` as ``tenant_pk`` may read it (the shared
     sources and its own), keeping to ``tags`` when given: those in ``language`` (every language when it is empty),
@@ -188,7 +196,8 @@ def knowledge_retrieve(
     question and the bar counts a word held by another term of its group (:mod:`knowledge.synonym_reading`).
     ``vector_bar``: the profile's search uses vectors too (:mod:`knowledge.vectors`), and this is the cosine bar of
     a passage only they found. ``thread``: the conversation's previous question, which ``query`` follows up: searched
-    with it, its words weighing less (:func:`_considered`)."""
+    with it, its words weighing less (:func:`_considered`). ``kept``: the searches a caller's sequence of retrievals
+    ran already (:func:`knowledge_retrieve_followed`), by query and language, reused and added to."""
     tags = tuple(tags)
     vectors = vector_bar is not None
     own_lines = query.count("\n") + 1  # the question's own lines, before the thread's (respelling keeps lines)
@@ -198,17 +207,25 @@ def knowledge_retrieve(
     query = query_spelled(
         profile=profile_pk, query=query, tenant=tenant_pk, language=language or None, tags=tags, documents=documents
     )
-    found = knowledge_search(
-        profile=profile_pk,
-        query=query,
-        tenant=tenant_pk,
-        language=language or None,
-        tags=tags,
-        limit=limit,
-        documents=documents,
-        vectors=vectors,
-        synonyms=synonyms,
-    )
+    kept = {} if kept is None else kept
+
+    def searched(language: str | None) -> list[Hit]:
+        found = kept.get((query, language))
+        if found is None:
+            found = kept[query, language] = knowledge_search(
+                profile=profile_pk,
+                query=query,
+                tenant=tenant_pk,
+                language=language,
+                tags=tags,
+                limit=limit,
+                documents=documents,
+                vectors=vectors,
+                synonyms=synonyms,
+            )
+        return found
+
+    found = searched(language or None)
     groups = synonym_groups(profile=profile_pk, tenant=tenant_pk, documents=documents, synonyms=synonyms)
     asked = asked_words(query)  # the question's words, read once for the synonyms and every passage found
     reading = question_read(asked, query, groups)
@@ -219,16 +236,7 @@ def knowledge_retrieve(
     reached = [passage for passage in considered if passage.reaches(min_score, vector_bar)]
     if every_language and language and not any(passage.whole for passage in reached):
         seen = {hit.passage_id for hit in found}
-        others = knowledge_search(
-            profile=profile_pk,
-            query=query,
-            tenant=tenant_pk,
-            tags=tags,
-            limit=limit,
-            documents=documents,
-            vectors=vectors,
-            synonyms=synonyms,
-        )
+        others = searched(None)
         more = _considered((hit for hit in others if hit.passage_id not in seen), asked, reading, followed)
         # Beside passages of the conversation's language at the bar, another language's only when it holds the whole
         # question: a customer asks in their language about what the business wrote in one other. Holding more of it
@@ -236,6 +244,27 @@ def knowledge_retrieve(
         # version of the same answer often holds one more by its spelling alone.
         considered += more if not reached else [passage for passage in more if passage.whole]
     return Retrieved(tuple(considered), min_score, vector_bar)
+
+
+@_connection_given_back
+def knowledge_retrieve_followed(
+    *, query: str, thread: str, every_language: bool = True, **scope: Any
+) -> tuple[Retrieved, bool]:
+    """A follow-up's passages (``query``, which follows up ``thread``: docs/knowledge.md, "A follow-up"), and whether
+    they were found with its thread: with its thread first, in the conversation's language; when nothing reaches the
+    bar so, the message alone (every language too, with ``every_language``); when nothing does either and
+    ``every_language`` is on, with its thread in every language. ``scope``: :func:`knowledge_retrieve`'s other
+    arguments. One connection for the sequence, given back once at its end, and the thread's search in the
+    conversation's language run once (the last step starts from it)."""
+    kept: dict[tuple[str, str | None], list[Hit]] = {}
+    followed = knowledge_retrieve(query=query, thread=thread, every_language=False, kept=kept, **scope)
+    if followed.used:
+        return followed, True
+    retrieved = knowledge_retrieve(query=query, every_language=every_language, kept=kept, **scope)
+    if retrieved.used or not every_language:
+        return retrieved, False
+    followed = knowledge_retrieve(query=query, thread=thread, kept=kept, **scope)
+    return (followed, True) if followed.used else (retrieved, False)
 
 
 DOCUMENT_PAGE = "admin:knowledge_knowledgedocument_change"

@@ -491,6 +491,30 @@ def test_a_passage_found_by_its_heading_is_quoted_from_its_start_not_from_a_sent
     )
 
 
+def test_a_quoted_passages_own_heading_is_read_once_whatever_questions_quote_it_and_weighs_as_before(monkeypatch):
+    """A quote compares the passage's own heading with its question's words: read once a heading, not once a word
+    asked at each quote; the sentences quoted are those the heading read anew gives."""
+    import agents.passages
+
+    passage = (
+        "Use a rede de 5 GHz perto do modem e a de 2,4 GHz nos cômodos distantes. Paredes e espelhos atrapalham o "
+        "sinal. Para medir a velocidade contratada, faça o teste com um computador ligado ao modem por cabo."
+    )
+    heading = "Internet fibra sem conexão ou lenta › Wi-Fi lento"
+    questions = ["minha internet ta muito lenta no quarto, o que eu faço", "o modem fica lento no wi-fi?"]
+    before = [relevant_sentences(passage, question, heading=heading) for question in questions]
+    read: list[str] = []
+    stems_of_text = agents.passages.stems_of
+    monkeypatch.setattr(agents.passages, "stems_of", lambda text: read.append(text) or stems_of_text(text))
+    agents.passages._heading_read.cache_clear()
+
+    quoted = [relevant_sentences(passage, question, heading=heading) for question in questions * 2]
+
+    assert read == ["Wi-Fi lento"]
+    assert quoted == before * 2
+    assert quoted[0][0] == "Use a rede de 5 GHz perto do modem e a de 2,4 GHz nos cômodos distantes."
+
+
 def test_the_sentences_quoted_are_the_ones_whose_words_of_the_question_weigh_most_in_the_passages_order():
     passage = (
         "Pague pelo aplicativo. A fatura paga com atraso tem multa de 2 %. Faça o pagamento no Pix. "

@@ -10,7 +10,7 @@ from agents.knowledge_settings import DEFAULT_MIN_SCORE
 from agents.passages import HeldShare, asked_words, coverage, words_held
 from agents.word_frequency import word_weight
 from knowledge.models import KnowledgeSource
-from knowledge.retrieval import knowledge_profiles, knowledge_retrieve
+from knowledge.retrieval import knowledge_profiles, knowledge_retrieve, knowledge_retrieve_followed
 from knowledge.services import document_ingest
 from tests.factories import AgentProfileFactory
 
@@ -384,3 +384,51 @@ def test_a_search_gives_its_database_connection_back_so_that_none_is_held_throug
     retrieved = retrieve(help_centre, "en", "Express delivery?")
 
     assert retrieved.used and connection.connection is None
+
+
+@pytest.mark.django_db(transaction=True)  # outside a test's transaction, as a turn searches: its connection given back
+def test_a_follow_up_found_nowhere_searches_its_thread_in_its_language_once_and_gives_the_connection_back_once(
+    help_centre, monkeypatch
+):
+    """With its thread in Portuguese, alone, then with its thread in every language: the last step starts from the
+    first's search, and the sequence holds one connection, given back at its end. What it finds is what the three
+    retrievals one by one find."""
+    from knowledge import retrieval
+
+    question, thread = "e o cashback?", "posso devolver um produto?"
+    scope = {"profile_pk": help_centre.pk, "tenant_pk": None, "tags": (), "min_score": DEFAULT_MIN_SCORE}
+    one_by_one = [
+        knowledge_retrieve(query=question, language="pt", thread=thread, every_language=False, **scope),
+        knowledge_retrieve(query=question, language="pt", **scope),
+        knowledge_retrieve(query=question, language="pt", thread=thread, **scope),
+    ]
+    searched: list[tuple[str, str | None]] = []
+    search = retrieval.knowledge_search
+    monkeypatch.setattr(
+        retrieval,
+        "knowledge_search",
+        lambda **kwargs: searched.append((kwargs["query"], kwargs.get("language"))) or search(**kwargs),
+    )
+    closed: list[bool] = []
+    close = connection.close
+    monkeypatch.setattr(connection, "close", lambda: closed.append(True) or close())
+
+    retrieved, followed = knowledge_retrieve_followed(query=question, language="pt", thread=thread, **scope)
+
+    assert not any(step.used for step in one_by_one)
+    assert (retrieved, followed) == (one_by_one[1], False)
+    both = f"{question}\n{thread}"
+    assert searched == [(both, "pt"), (question, "pt"), (question, None), (both, None)]
+    assert closed == [True] and connection.connection is None
+
+
+def test_a_follow_up_found_with_its_thread_is_what_the_search_with_its_thread_finds(help_centre):
+    question, thread = "e quanto tempo eu tenho pra isso?", "posso devolver um produto?"
+
+    retrieved, followed = knowledge_retrieve_followed(
+        profile_pk=help_centre.pk, tenant_pk=None, query=question, language="pt", tags=(), min_score=DEFAULT_MIN_SCORE,
+        thread=thread,
+    )  # fmt: skip
+
+    assert followed is True and retrieved == thread_retrieve(help_centre, "pt", question, thread)
+    assert retrieved.used[0].hit.heading == "Trocas e devoluções › Prazo para devolver"
