@@ -10,12 +10,14 @@ class AnalyticsConfig(AppConfig):
         from analytics.services import (
             conversation_counted_again,
             outcomes_decided_again,
+            ratings_given_again,
             rollup_hours_unseal,
             rollup_seal_before,
         )
         from conversations.public import (
             conversation_recounted,
             outcomes_changed,
+            ratings_changed,
             store_rows_deleted,
             store_rows_retiring,
         )
@@ -37,6 +39,11 @@ class AnalyticsConfig(AppConfig):
         outcomes_changed.connect(
             lambda sender, hours, **kwargs: outcomes_decided_again(hours),
             dispatch_uid="analytics-outcomes-changed",
+            weak=False,
+        )
+        ratings_changed.connect(
+            lambda sender, hours, **kwargs: ratings_given_again(hours),
+            dispatch_uid="analytics-ratings-changed",
             weak=False,
         )
         # A retention purge: the days it reaches are summed before their rows go (and stay as summed).

@@ -1,8 +1,8 @@
 """The analytics' own tables: daily totals of closed days (and of the live day's closed hours), and the permission that
 opens the analytics to a user.
 
-The analytics read conversations, messages, route decisions, tool calls, handoffs and outcomes. Summing those rows over
-90 days of a busy platform takes seconds, so every UTC day that has closed is summed once into the ``Daily*``
+The analytics read conversations, messages, route decisions, tool calls, handoffs, outcomes and ratings. Summing those
+rows over 90 days of a busy platform takes seconds, so every UTC day that has closed is summed once into the ``Daily*``
 tables below (:mod:`analytics.rollups` says what each holds and how; :mod:`analytics.services` builds them).
 A :class:`RollupDay` row marks a day whose totals are complete; the selectors read those days from the totals
 and every other day (today, a day not built yet, a day whose totals went stale) from the rows themselves, so
@@ -236,3 +236,23 @@ class DailyOutcomes(DailyTotal):
 
     def __str__(self) -> str:
         return self.describe(self.outcome, self.intent or self.goal, self.agent)
+
+
+class DailyRatings(DailyTotal):
+    """Customers' ratings of answers by the day (and hour) the rated answer was given, per cohort, routing version, the
+    agent that wrote the answer and the agent its turn's route decision chose (as
+    :class:`conversations.models.MessageFeedback` repeats them), ``n`` of them rated, ``up`` and ``down``."""
+
+    cohort = models.CharField(max_length=16, blank=True)
+    routing_version = models.PositiveIntegerField(null=True, blank=True)
+    agent = models.CharField(max_length=64, blank=True)
+    route_agent = models.CharField(max_length=64, blank=True)
+    up = models.PositiveBigIntegerField(default=0)
+    down = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        indexes = _indexes("daily_ratings")
+        verbose_name_plural = "daily ratings"
+
+    def __str__(self) -> str:
+        return self.describe(self.agent, self.route_agent, f"up {self.up}", f"down {self.down}")

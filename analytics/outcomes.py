@@ -35,11 +35,11 @@ from rest_framework.response import Response
 from agents.models import AgentProfile
 from analytics.apis import ERRORS, FILTER_PARAMETERS, AnalyticsApi
 from analytics.filters import BUCKETS, bucket_parse
-from analytics.rollups import DECIDED, DRAFT, HANDOFFS, MESSAGES, NO_COHORT, day_start, fact_rows, slice_where
+from analytics.rollups import DECIDED, DRAFT, HANDOFFS, MESSAGES, NO_COHORT, RATINGS, day_start, fact_rows, slice_where
 from analytics.selectors import timeline_periods, window_rows
 from analytics.services import window_open
 from common.errors import DomainError
-from conversations.models import ConversationOutcome, FeedbackRating, Message, MessageFeedback, MessageRole, Outcome
+from conversations.models import ConversationOutcome, Message, MessageRole, Outcome
 from handoffs.models import PERSON, HandoffKind, HandoffStatus
 from releases.models import RoutingTestCase
 from releases.public import RoutingTestData, routing_tests_run
@@ -51,7 +51,6 @@ DEFAULT_GROUPING = "profile"
 ERROR_BY = f"by must be one of {', '.join(GROUPINGS)}."
 OUTCOMES = (Outcome.RESOLVED, Outcome.ESCALATED, Outcome.ABANDONED)
 TESTS_CACHE_SECONDS = 3600  # a run is kept while the profile's live version and its tests stay the same
-UP, DOWN = Q(rating=FeedbackRating.UP), Q(rating=FeedbackRating.DOWN)
 
 
 def _percent(part: int, whole: int) -> float | None:
@@ -337,24 +336,6 @@ def routing_corrections(
     return {"reviewed": reviewed, "corrected": wrong, "accuracy_percentage": _percent(reviewed - wrong, reviewed)}
 
 
-def _rated(
-    *,
-    start: dt.datetime,
-    end: dt.datetime,
-    tenant_id: TenantScope,
-    profile_id: int | None = None,
-    cohort: str | None = None,
-    version: int | str | None = None,
-) -> QuerySet[MessageFeedback]:
-    rows = MessageFeedback.objects.filter(
-        answered_at__gte=start, answered_at__lt=end, **slice_where(cohort=cohort, version=version)
-    )
-    rows = rows.filter(**tenant_scope_where("tenant_id", tenant_id))
-    if profile_id is not None:
-        rows = rows.filter(profile_id=profile_id)
-    return rows.order_by()
-
-
 def _ratings(up: int, down: int) -> dict[str, Any]:
     return {"rated": up + down, "up": up, "down": down, "up_percentage": _percent(up, up + down)}
 
@@ -378,40 +359,27 @@ def routing_quality(
     ``agents``: per profile and specialist, ``[{profile, agent, answers, judged, judge_mean, rated, up, down,
     up_percentage, escalations}]`` — answers written and the judge's mean score of them, the answers rated and the
     share rated up, and the conversations handed from it to a person; most answers first. Every figure is grouped in
-    the database."""
-    scope: dict[str, Any] = {
-        "start": start,
-        "end": end,
-        "tenant_id": tenant_id,
-        "profile_id": profile_id,
-        "cohort": cohort,
-        "version": version,
-    }
-    rated = _rated(**scope)
-    counts = {"up": Count("pk", filter=UP), "down": Count("pk", filter=DOWN)}
-    # Each rating repeats its answer's agent and its turn's route decision (conversations.feedback.feedback_give):
-    # one pass over the window's ratings, grouped by both, read by the agent chosen and by the one that wrote.
-    grouped: list[Mapping[str, Any]] = list(rated.values("profile_id", "route_agent", "agent").annotate(**counts))
+    the database; the ratings, answers and escalations are read from the daily totals where their days and hours are
+    summed (:func:`analytics.rollups.fact_rows`)."""
+    slices: dict[str, Any] = {"tenant_id": tenant_id, "profile_id": profile_id, "cohort": cohort, "version": version}
     window = window_open(start, end)
+    # Each rating repeats its answer's agent and its turn's route decision (conversations.feedback.feedback_give):
+    # the window's ratings grouped by both (the daily totals', and the rows' where none are summed), read by the agent
+    # chosen and by the one that wrote.
+    grouped = fact_rows(RATINGS, window, by=("profile_id", "route_agent", "agent"), **slices)
     answers = fact_rows(
         MESSAGES,
         window,
         by=("profile_id", "agent"),
         where={"role": MessageRole.ASSISTANT},
-        tenant_id=tenant_id,
-        profile_id=profile_id,
-        cohort=cohort,
-        version=version,
+        **slices,
     )
     escalated = fact_rows(
         HANDOFFS,
         window,
         by=("profile_id", "from_agent"),
         where={"kind": HandoffKind.HUMAN, "status": HandoffStatus.COMPLETED, "to_agent": PERSON},
-        tenant_id=tenant_id,
-        profile_id=profile_id,
-        cohort=cohort,
-        version=version,
+        **slices,
     )
     names = _names(row["profile_id"] for rows in (grouped, answers, escalated) for row in rows)
 
@@ -468,7 +436,7 @@ def routing_quality(
     return {
         "routing_accuracy": {
             "tests": routing_tests_accuracy(profile_id=profile_id),
-            "corrections": routing_corrections(**scope),
+            "corrections": routing_corrections(start=start, end=end, **slices),
             "ratings": ratings,
         },
         "agents": quality,

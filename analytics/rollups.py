@@ -1,12 +1,12 @@
 """What the daily totals hold, and reading a window from them and from the rows of days not summed.
 
-Each :class:`Fact` names a source of rows (messages, latencies of answers, route decisions, tool calls,
-handoffs, conversations, outcomes), the path from a row to its tenant and profile, the dimensions it is grouped by and
-the measures summed. The same definition builds the daily table (:func:`fact_group` over closed days, and over the
-live day's closed hours at hour grain, see :mod:`analytics.services`) and reads a window (:func:`fact_rows`): sealed
-days and sealed hours from the daily table, every other part of the window from the source rows, grouped the same way
-and added up, so a figure never depends on which days or hours happen to be summed. Python only adds up grouped rows,
-never source rows.
+Each :class:`Fact` names a source of rows (messages, latencies of answers, route decisions, tool calls, handoffs,
+conversations, outcomes, ratings), the path from a row to its tenant and profile, the dimensions it is grouped by and
+the measures summed. The same definition builds the daily table (:func:`fact_group` over closed days, and over the live
+day's closed hours at hour grain, see :mod:`analytics.services`) and reads a window (:func:`fact_rows`): sealed days and
+sealed hours from the daily table, every other part of the window from the source rows, grouped the same way and added
+up, so a figure never depends on which days or hours happen to be summed. Python only adds up grouped rows, never source
+rows.
 """
 
 from __future__ import annotations
@@ -30,11 +30,21 @@ from analytics.models import (
     DailyLatencies,
     DailyMessages,
     DailyOutcomes,
+    DailyRatings,
     DailyRouteMethods,
     DailyToolCalls,
     DailyTotal,
 )
-from conversations.models import Conversation, ConversationOutcome, Message, MessageRole, RouteDecisionRecord, ToolCall
+from conversations.models import (
+    Conversation,
+    ConversationOutcome,
+    FeedbackRating,
+    Message,
+    MessageFeedback,
+    MessageRole,
+    RouteDecisionRecord,
+    ToolCall,
+)
 from handoffs.models import Handoff
 from tenants.public import TenantScope, tenant_scope_where
 
@@ -188,7 +198,24 @@ DECIDED = Fact(
     measures={"n": Count("*"), "rated_up": Sum("rated_up", default=0), "rated_down": Sum("rated_down", default=0)},
     time="decided_at",
 )
-FACTS: tuple[Fact, ...] = (MESSAGES, LATENCIES, ROUTE_METHODS, TOOL_CALLS, HANDOFFS, CONVERSATIONS, DECIDED)
+# Ratings by when the rated answer was given (``answered_at``), as every reader of ratings counts them: a rating given
+# later lands in that answer's day or hour, whose totals the feedback service unseals (conversations.signals
+# .ratings_changed); a rating's counted columns never change but its ``rating``.
+RATINGS = Fact(
+    name="ratings",
+    rollup=DailyRatings,
+    source=MessageFeedback.objects.all,
+    tenant="tenant_id",
+    profile="profile_id",
+    dimensions={"cohort": None, "routing_version": None, "agent": None, "route_agent": None},
+    measures={
+        "n": Count("*"),
+        "up": Count("pk", filter=Q(rating=FeedbackRating.UP)),
+        "down": Count("pk", filter=Q(rating=FeedbackRating.DOWN)),
+    },
+    time="answered_at",
+)
+FACTS: tuple[Fact, ...] = (MESSAGES, LATENCIES, ROUTE_METHODS, TOOL_CALLS, HANDOFFS, CONVERSATIONS, DECIDED, RATINGS)
 
 
 # -- the window -----------------------------------------------------------------------------------------------

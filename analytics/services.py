@@ -16,7 +16,8 @@ store's signals (:mod:`conversations.signals`) in their own transaction, and :cl
 connects them to :func:`conversation_counted_again` and :func:`rollup_hours_unseal`: nobody imports the
 analytics. The day (or hour) is read from its rows until it is built again. On the live day the
 mark is the hour's, and only the tables whose rows changed: a conversation counted again unseals the conversations'
-hour it was created in, an outcome changed the outcomes' hour it was decided in.
+hour it was created in, an outcome changed the outcomes' hour it was decided in, a rating given or changed the ratings'
+hour its answer was given in (:data:`analytics.rollups.RATINGS`).
 
 A tenant's retention purge deletes old rows for good: it says so first (``store_rows_retiring``), and the closed days
 it reaches are summed before any row goes. From then on every day before the latest purge's cutoff is *final*: its
@@ -41,6 +42,7 @@ from analytics.rollups import (
     DECIDED,
     FACTS,
     HOUR,
+    RATINGS,
     Fact,
     Window,
     day_ranges,
@@ -201,6 +203,12 @@ def outcomes_decided_again(hours: Iterable[dt.datetime]) -> None:
     """Outcome rows decided in these hours change or go: their days' totals are stale, and on the live day those hours
     of the outcomes' table alone. Call in the transaction that changes them."""
     rollup_hours_unseal(hours, facts=[DECIDED])
+
+
+def ratings_given_again(hours: Iterable[dt.datetime]) -> None:
+    """Ratings of answers given in these hours were given or changed: their days' totals are stale, and on the live day
+    those hours of the ratings' table alone. Call in the transaction that changes them."""
+    rollup_hours_unseal(hours, facts=[RATINGS])
 
 
 def _any_day(days: Iterable[dt.date]) -> Q:

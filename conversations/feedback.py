@@ -34,6 +34,7 @@ from conversations.models import (
     RouteDecisionRecord,
 )
 from conversations.ratings import outcome_ratings_count
+from conversations.signals import ratings_changed
 from routing.public import snapshot_current
 from tenants.public import TenantScope, tenant_scope_where
 
@@ -80,7 +81,9 @@ def feedback_give(
     the same answer at once leave one row: the answer's row is locked while its feedback is written.
 
     A rating down of a conversation no person holds hands it to one when the profile's ``on_thumbs_down`` is set
-    (:func:`thumbs_down_escalate`); a decided conversation's outcome row counts the ratings anew.
+    (:func:`thumbs_down_escalate`); a decided conversation's outcome row counts the ratings anew. A rating given or
+    changed sends ``ratings_changed`` with the hour its answer was given in (the analytics' totals of that hour or day
+    go stale); a comment alone changes no count and sends nothing.
     """
     answer = (
         answer_turn(Message.objects.select_for_update(of=("self",)), answer="pk")
@@ -91,6 +94,7 @@ def feedback_give(
     if answer is None:
         raise NotAnAnswer(ERROR_INVALID_MESSAGE, fields={"message_id": [ERROR_NOT_AN_ANSWER]})
     given = {"rating": rating, "comment": comment, "user_id": user_id, "staff_user_id": staff_user_id}
+    before = MessageFeedback.objects.filter(message=answer).values_list("rating", flat=True).first()
     feedback, created = MessageFeedback.objects.update_or_create(
         message=answer,
         defaults=given,
@@ -107,10 +111,16 @@ def feedback_give(
             "route_intent": answer.decision_intent or "",
         },
     )
+    if before != feedback.rating:  # a comment alone changes no count
+        ratings_changed.send(sender=MessageFeedback, hours={_hour(feedback.answered_at)})
     escalation = thumbs_down_escalate(conversation=conversation, comment=comment) if rating == "down" else None
     outcome_ratings_count(conversation_id=conversation.pk)
     position = queue_position(escalation) if escalation is not None else None
     return FeedbackGiven(feedback=feedback, created=created, escalation=escalation, position=position)
+
+
+def _hour(moment: dt.datetime) -> dt.datetime:
+    return moment.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def _escalation_settings(conversation: Conversation) -> EscalationSettings:

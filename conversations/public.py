@@ -79,7 +79,13 @@ from conversations.selectors import (
     usage_report,
 )
 from conversations.services import session_clear, session_end
-from conversations.signals import conversation_recounted, outcomes_changed, store_rows_deleted, store_rows_retiring
+from conversations.signals import (
+    conversation_recounted,
+    outcomes_changed,
+    ratings_changed,
+    store_rows_deleted,
+    store_rows_retiring,
+)
 from conversations.turn import LIMIT_ANSWER, LIMIT_MAX_TOKENS, ClaimTakenOver, Turn, TurnInput, TurnResult
 from conversations.usage_fields import USAGE_DESCRIPTION, USAGE_FIELDS
 
@@ -165,6 +171,7 @@ __all__ = [
     "positions",
     "question_of_answer",
     "queue_position",
+    "ratings_changed",
     "redact",
     "run_turn",
     "session_clear",

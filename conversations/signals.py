@@ -28,6 +28,12 @@ store_rows_deleted = Signal()
 # the rows were decided in.
 outcomes_changed = Signal()
 
+# A rating of an answer was given or changed (up to down, down to up): what the ratings of that answer's hour count
+# changed. Keyword argument: ``hours``, the UTC hours (their starts) the rated answers were given in — a rating counts
+# by when its answer was given, not when it was rated. (A rating goes only with its answer: a cleared session's
+# ``store_rows_deleted``, a retention purge's ``store_rows_retiring``, a tenant's deletion with every row of it.)
+ratings_changed = Signal()
+
 # Rows of the store are about to be deleted for good (a tenant's retention purge). Keyword arguments: ``since`` and
 # ``before``, the span the rows were written in (``before`` a UTC midnight). Sent before any of them goes, outside a
 # transaction: the analytics sum the closed days of the span first, and from then on keep those days' totals as they

@@ -26,33 +26,39 @@ def live_day_at(settings, moment: dt.datetime) -> None:
     settings.ANALYTICS_ROLLUP_GRACE_SECONDS = (timezone.now() - moment).total_seconds()
 
 
-def d1_at(built, clock: dt.time) -> dt.datetime:
-    return dt.datetime.combine(built.today - dt.timedelta(days=1), clock, tzinfo=dt.UTC)
-
-
 @pytest.fixture(params=READS)
-def traffic(request, stored_traffic, settings):
-    """The hand-built traffic, read each of the four ways (:data:`READS`)."""
+def read_way(request, settings):
+    """One of the four ways (:data:`READS`) of reading rows built by hand around ``today``: call it with ``today`` once
+    the rows are stored (it sums what that way reads from the totals)."""
     from analytics.rollups import FACTS
     from analytics.services import rollup_build, rollup_hours_build
 
-    built = stored_traffic
-    if request.param == "rows":
-        settings.ANALYTICS_ROLLUPS = False
-    elif request.param == "daily_totals":
-        settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
-    elif request.param == "hours":
-        live_day_at(settings, d1_at(built, dt.time(23, 30)))
-    else:
-        settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
-        for days_ago in (2, 40):
-            day = built.today - dt.timedelta(days=days_ago)
-            assert rollup_build(first=day, last=day) == [day]
-        live_day_at(settings, d1_at(built, dt.time(12, 30)))
-        hours = [d1_at(built, dt.time(9)), d1_at(built, dt.time(10))]
-        assert rollup_hours_build(hours) == {(fact.name, hour) for fact in FACTS for hour in hours}
-        settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 366 * 86400
-    return built
+    def read(today: dt.date) -> None:
+        d1 = today - dt.timedelta(days=1)
+        if request.param == "rows":
+            settings.ANALYTICS_ROLLUPS = False
+        elif request.param == "daily_totals":
+            settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+        elif request.param == "hours":
+            live_day_at(settings, dt.datetime.combine(d1, dt.time(23, 30), tzinfo=dt.UTC))
+        else:
+            settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 0
+            for days_ago in (2, 40):
+                day = today - dt.timedelta(days=days_ago)
+                assert rollup_build(first=day, last=day) == [day]
+            live_day_at(settings, dt.datetime.combine(d1, dt.time(12, 30), tzinfo=dt.UTC))
+            hours = [dt.datetime.combine(d1, dt.time(hour), tzinfo=dt.UTC) for hour in (9, 10)]
+            assert rollup_hours_build(hours) == {(fact.name, hour) for fact in FACTS for hour in hours}
+            settings.ANALYTICS_ROLLUP_GRACE_SECONDS = 366 * 86400
+
+    return read
+
+
+@pytest.fixture
+def traffic(read_way, stored_traffic):
+    """The hand-built traffic, read each of the four ways (:data:`READS`)."""
+    read_way(stored_traffic.today)
+    return stored_traffic
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ import datetime as dt
 
 import pytest
 
+from analytics.rollups import FACTS
+
 pytestmark = pytest.mark.django_db
 
 
@@ -234,7 +236,7 @@ def test_a_conversation_of_a_summed_hour_that_moves_later_unseals_that_hour_of_t
     before = api.get("/api/analytics/handoffs", {"days": 2}).json()  # sums yesterday's 00:00-11:00
     assert (before["total_conversations"], before["conversations_with_handoffs"]) == (1, 0)
     ten = _yesterday_at(10)
-    assert set(_marks(ten).values()) == {True} and len(_marks(ten)) == 7
+    assert set(_marks(ten).values()) == {True} and len(_marks(ten)) == len(FACTS)
 
     assert send(api, "E o meu pedido?")["agent"] == "orders_agent"  # its first routing handoff, counted again
 
@@ -242,6 +244,32 @@ def test_a_conversation_of_a_summed_hour_that_moves_later_unseals_that_hour_of_t
     after = api.get("/api/analytics/handoffs", {"days": 2}).json()
     assert (after["total_handoffs"], after["total_conversations"], after["conversations_with_handoffs"]) == (1, 1, 1)
     assert set(_marks(ten).values()) == {True}  # summed again by that read
+
+
+def test_a_rating_given_through_the_api_on_an_answer_of_a_summed_hour_unseals_that_hour_of_the_ratings_alone(
+    api, telecom, settings
+):
+    """A rating counts in the hour its answer was given, however much later: the ratings' hour is summed again by the
+    next read, every other table's stays."""
+    answered = send(api, "Minha fatura veio alta")
+    _rows_to("tenant_a:telecom_contas:web-001", _yesterday_at(10, 10))
+    _live_day_at(settings, _yesterday_at(12, 30))
+    window = {"days": 2}
+    assert api.get("/api/analytics/quality", window).json()["routing_accuracy"]["ratings"]["rated"] == 0
+    ten = _yesterday_at(10)
+    assert set(_marks(ten).values()) == {True}
+
+    for rating in ("down", "up"):
+        response = api.post(
+            f"/api/sessions/{answered['conversation_key']}/feedback",
+            {"message_id": answered["message_id"], "rating": rating},
+            format="json",
+        )
+        assert response.status_code in (200, 201), response.content
+        assert {fact for fact, sealed in _marks(ten).items() if not sealed} == {"ratings"}
+        ratings = api.get("/api/analytics/quality", window).json()["routing_accuracy"]["ratings"]
+        assert (ratings["rated"], ratings[rating]) == (1, 1)
+        assert set(_marks(ten).values()) == {True}  # summed again by that read
 
 
 def test_clearing_a_session_unseals_the_hours_of_the_rows_it_deletes_on_the_live_day(api, telecom, settings):
