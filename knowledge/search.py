@@ -51,6 +51,7 @@ from django.db.models.functions import Length
 from agents.public import STEM_CHARS, HeldShare, asked_words, content_words, word_stems, zipf_frequency
 from common.config_version import config_version, local_generation
 from common.text import fold
+from knowledge.answer_kinds import asked_with_kinds, kind_words, kinds_asked
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
 from knowledge.reading import HEADING_SEPARATOR
 from knowledge.spelling import edits_allowed, respelt, spelling_of
@@ -610,7 +611,9 @@ def knowledge_search(
     filtered by the documents' ``language`` and by ``tags`` (any of them, the document's or its source's), of the
     documents a version holds (``documents``, its knowledge's keys; ``None``: the current ones), the question read
     with the synonyms of the sources searched (``synonyms``, a version's by source name; ``None``: the current ones;
-    :mod:`knowledge.synonym_reading`: a group's other terms are looked for too). A query
+    :mod:`knowledge.synonym_reading`: a group's other terms are looked for too) and for the kinds of answer it asks
+    for (:mod:`knowledge.answer_kinds`: their words looked for too, the passages holding one ordered as holding one
+    more of its words). A query
     with no word, or none the searched documents hold (nor, on PostgreSQL, one near), finds nothing. Three queries
     at most on either engine, whatever the size of the knowledge: the documents searched and the words' counts,
     each kept per configuration version (:class:`PerVersion`), and the ranking, which returns the passages' rows
@@ -627,9 +630,11 @@ def knowledge_search(
         return []
     depth = max(limit, FUSION_DEPTH) if vectors else limit
     configs = search_configs(language) if connection.vendor == "postgresql" else None
-    asked = asked_words(query)
+    asked = asked_with_kinds(asked_words(query), query)
     reading = question_read(asked, query, scope.groups(synonyms))
     searched = expanded(query, reading)
+    kinds = kind_words(kinds_asked(query).marks)
+    searched = " ".join([searched, *kinds]) if kinds else searched
     terms = _terms(searched, scope.sources, version)
     plan = _plan(terms, _words(searched), configs)
     if searched != query:
