@@ -632,13 +632,15 @@ def knowledge_search(
     configs = search_configs(language) if connection.vendor == "postgresql" else None
     asked = asked_with_kinds(asked_words(query), query)
     reading = question_read(asked, query, scope.groups(synonyms))
-    searched = expanded(query, reading)
+    # The words of the kinds of answer asked for are looked for and rank as the question's own; a synonym's only
+    # widen what is found.
     kinds = kind_words(kinds_asked(query).marks)
-    searched = " ".join([searched, *kinds]) if kinds else searched
+    own = " ".join([query, *kinds]) if kinds else query
+    searched = " ".join([expanded(query, reading), *kinds]) if kinds else expanded(query, reading)
     terms = _terms(searched, scope.sources, version)
     plan = _plan(terms, _words(searched), configs)
-    if searched != query:
-        plan = _ranked_by_own_words(plan, query, terms)
+    if searched != own:
+        plan = _ranked_by_own_words(plan, own, terms)
     ranked: list[Row] = []
     if plan.filtered and connection.vendor == "postgresql":
         ranked = _postgres(plan, scope, language, max(depth, WORDS_RERANKED))
