@@ -26,6 +26,7 @@ from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.translation import get_language
 
 from agents.public import MIN_WORDS_HELD, HeldShare, asked_words, holds, weight_of
+from knowledge.answer_kinds import KIND_MARKS, asked_with_kinds
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search, own_heading, query_spelled, synonym_groups
 from knowledge.synonym_reading import NOTHING, Reading, passage_words, question_read, words_held_with
@@ -36,8 +37,8 @@ RETRIEVE_LIMIT = 5  # passages considered per question
 # A follow-up searched with the conversation's previous question (``thread``): that question's words weigh together
 # as this much of one full word of the follow-up's own (docs/knowledge.md, "A follow-up"). Less than one, so that a
 # follow-up naming a subject of its own the passage does not hold ("e o horário?" after "posso trocar um produto?")
-# stays under a bar of one half whatever the thread holds, where one naming nothing the passage could hold ("e quanto
-# tempo eu tenho pra isso?": "tempo" weighs 0.39) reaches it on the thread.
+# stays under a bar of one half whatever the thread holds, where one naming nothing the passage could hold ("e o
+# tempo pra isso?": "tempo" weighs 0.39) reaches it on the thread.
 THREAD_WEIGHT = 0.8
 
 P = ParamSpec("P")
@@ -106,6 +107,8 @@ def _considered(
     whole = weight_of(asked)
     thread_share = HeldShare(thread)
     words = [*asked, *thread]
+    # The kinds of answer asked for count beside a word the question names, never alone: "how much?" names nothing.
+    words = words if _words_in(words) else []
     for hit in hits:
         held = words_held_with(words, passage_words(hit.heading, hit.text), reading) if words else []
         named = share(_named(hit, asked, reading))
@@ -116,7 +119,7 @@ def _considered(
             )
         else:
             relevance = share(held) + named
-        out.append(Considered(hit, round(min(relevance, 1.0), 6), len(held), len(words)))
+        out.append(Considered(hit, round(min(relevance, 1.0), 6), _words_in(held), _words_in(words)))
     return out
 
 
@@ -136,7 +139,13 @@ def _named(hit: Hit, asked: Sequence[str], reading: Reading) -> list[str]:
         return []
     stems = passage_words(own, "")
     named = words_held_with(asked, stems, reading)
-    return named if len(named) >= MIN_WORDS_HELD and any(holds(word, stems) for word in named) else []
+    return named if _words_in(named) >= MIN_WORDS_HELD and any(holds(word, stems) for word in named) else []
+
+
+def _words_in(words: Sequence[str]) -> int:
+    """How many of ``words`` are the question's own words, not the kinds of answer it asks for
+    (:mod:`knowledge.answer_kinds`): a passage holding a price and one word of "how much is bitcoin?" holds one."""
+    return sum(word not in KIND_MARKS for word in words)
 
 
 def knowledge_profiles() -> frozenset[int]:
@@ -227,9 +236,10 @@ def knowledge_retrieve(
 
     found = searched(language or None)
     groups = synonym_groups(profile=profile_pk, tenant=tenant_pk, documents=documents, synonyms=synonyms)
-    asked = asked_words(query)  # the question's words, read once for the synonyms and every passage found
+    asked = asked_with_kinds(asked_words(query), query)  # read once for the synonyms and every passage found
     reading = question_read(asked, query, groups)
-    own = set(asked_words("\n".join(query.split("\n")[:own_lines]))) if thread else set()
+    own_text = "\n".join(query.split("\n")[:own_lines])
+    own = set(asked_with_kinds(asked_words(own_text), own_text)) if thread else set()
     followed = [word for word in asked if word not in own] if thread else []
     asked = [word for word in asked if word not in followed]
     considered = _considered(found, asked, reading, followed)

@@ -59,6 +59,7 @@ from agents.public import (
 )
 from common.config_version import config_version, local_generation
 from common.text import fold
+from knowledge.answer_kinds import asked_with_kinds, kind_words, kinds_asked
 from knowledge.models import KnowledgeDocument, KnowledgePassage, KnowledgeSource, KnowledgeWord
 from knowledge.reading import HEADING_SEPARATOR
 from knowledge.spelling import edits_allowed, respelt, spelling_of
@@ -619,7 +620,9 @@ def knowledge_search(
     filtered by the documents' ``language`` and by ``tags`` (any of them, the document's or its source's), of the
     documents a version holds (``documents``, its knowledge's keys; ``None``: the current ones), the question read
     with the synonyms of the sources searched (``synonyms``, a version's by source name; ``None``: the current ones;
-    :mod:`knowledge.synonym_reading`: a group's other terms are looked for too). A query
+    :mod:`knowledge.synonym_reading`: a group's other terms are looked for too) and for the kinds of answer it asks
+    for (:mod:`knowledge.answer_kinds`: their words looked for too, the passages holding one ordered as holding one
+    more of its words). A query
     with no word, or none the searched documents hold (nor, on PostgreSQL, one near), finds nothing. Three queries
     at most on either engine, whatever the size of the knowledge: the documents searched and the words' counts,
     each kept per configuration version (:class:`PerVersion`), and the ranking, which returns the passages' rows
@@ -636,13 +639,19 @@ def knowledge_search(
         return []
     depth = max(limit, FUSION_DEPTH) if vectors else limit
     configs = search_configs(language) if connection.vendor == "postgresql" else None
-    asked = asked_words(query)
+    asked = asked_with_kinds(asked_words(query), query)
     reading = question_read(asked, query, scope.groups(synonyms))
+    # The words of the kinds of answer asked for are looked for and rank as the question's own; a synonym's and a
+    # word's base only widen what is found.
+    kinds = kind_words(kinds_asked(query).marks)
+    own = " ".join([query, *kinds]) if kinds else query
     searched = _with_bases(expanded(query, reading), asked)
+    if kinds:
+        searched = " ".join([searched, *kinds])
     terms = _terms(searched, scope.sources, version)
     plan = _plan(terms, _words(searched), configs)
-    if searched != query:
-        plan = _ranked_by_own_words(plan, query, terms)
+    if searched != own:
+        plan = _ranked_by_own_words(plan, own, terms)
     ranked: list[Row] = []
     if plan.filtered and connection.vendor == "postgresql":
         ranked = _postgres(plan, scope, language, max(depth, WORDS_RERANKED))

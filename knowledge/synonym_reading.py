@@ -16,6 +16,7 @@ from functools import lru_cache
 
 from agents.public import STEM_CHARS, content_words, holds, stems_of, word_keys
 from common.text import normalize
+from knowledge.answer_kinds import KIND_MARKS, kind_held, kinds_held
 from knowledge.synonyms import Group
 
 READINGS_KEPT = 1024  # questions whose reading a process keeps (a turn reads its message up to three times)
@@ -33,9 +34,11 @@ def passage_words(heading: str, text: str) -> frozenset[str]:
     """The words a passage holds (:func:`agents.passages.stems_of`, heading and text, as one text): read once, not at
     every question that finds it (reading them was most of the Python a search ran). Its text and its heading are
     read apart, each once: a search holds a passage's text under its heading path and under its own heading alone
-    (:func:`knowledge.search.section_held`)."""
+    (:func:`knowledge.search.section_held`). With them, the kinds of answer it holds
+    (:func:`knowledge.answer_kinds.kinds_held`)."""
     shouted = not any(char.islower() for char in heading) and not any(char.islower() for char in text)
-    return _part_words(heading, shouted) | _part_words(text, shouted)
+    words = _part_words(heading, shouted) | _part_words(text, shouted)
+    return words | kinds_held(heading, heading=True) | kinds_held(text, heading=False)
 
 
 @lru_cache(maxsize=PASSAGES_READ_KEPT)
@@ -160,6 +163,6 @@ def words_held_with(asked: Sequence[str], stems: AbstractSet[str], reading: Read
     return [
         word
         for word in asked
-        if holds(word, stems)
+        if (kind_held(word, asked, stems) if word in KIND_MARKS else holds(word, stems))
         or any(all(holds(other, stems) for other in words) for words in alternatives.get(word, ()))
     ]

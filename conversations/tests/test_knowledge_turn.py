@@ -547,3 +547,40 @@ def test_a_follow_up_of_a_follow_up_reads_back_to_the_message_that_named_the_sub
         ("e se for pelo app?", *earlier[:2])
     )
     assert knowledge_turn.follow_up_of("e pelo site?", ("e se for pelo app?", "valeu", earlier[1])) == ""
+
+
+CHANNELS = b"""# Ways to reach us
+
+## Phone
+
+The call centre answers every day from 8:00 to 22:00 on 0800 123 456.
+
+## Calls abroad
+
+Calls to Europe are charged by the minute, at US$ 0.50.
+"""
+
+
+@pytest.fixture
+def channels(telecom):
+    """A help centre saying when the call centre answers, under a heading that names neither."""
+    source = KnowledgeSource.objects.create(profile=telecom, name="Channels", language="en")
+    document_ingest(source=source, file_name="channels.md", data=CHANNELS)
+    version_publish(profile=telecom, document=profile_documents()["telecom_contas"], note="channels")
+
+
+def test_a_question_asking_what_time_is_answered_from_the_sentence_holding_a_time_beside_its_words(api, channels):
+    body = ask(api, "What time does the call centre close on Sundays?")
+
+    knowledge = body["metadata"]["knowledge"]
+    (citation,) = knowledge["citations"]
+    assert citation["title"] == "Ways to reach us"
+    assert citation["quote"] == "The call centre answers every day from 8:00 to 22:00 on 0800 123 456."
+
+
+def test_a_how_much_question_about_a_thing_the_help_centre_does_not_hold_still_gets_i_dont_know(api, channels):
+    body = ask(api, "How much does a call to Argentina cost?")  # a price is held beside *call*, not Argentina's
+
+    knowledge = body["metadata"]["knowledge"]
+    assert body["answer"] == str(DONT_KNOW)
+    assert knowledge["citations"] == [] and knowledge["unknown"] is True

@@ -241,7 +241,7 @@ def test_another_language_holding_more_but_not_all_of_the_question_does_not_disp
 def test_a_search_reads_its_questions_words_once_for_the_bar_whatever_languages_it_searches(help_centre, monkeypatch):
     from knowledge import retrieval
 
-    question = "How long does express delivery take?"
+    question = "Does express delivery take long?"  # no phrase asking for a kind of answer: the bar reads its words
     read: list[str] = []
     monkeypatch.setattr(retrieval, "asked_words", lambda text: read.append(text) or asked_words(text))
 
@@ -300,14 +300,25 @@ def thread_retrieve(profile, language: str, question: str, thread: str):
 
 
 def test_a_follow_up_searched_with_the_question_before_it_reaches_the_bar_on_that_questions_words(help_centre):
-    alone = retrieve(help_centre, "pt", "e quanto tempo eu tenho pra isso?")
-    followed = thread_retrieve(help_centre, "pt", "e quanto tempo eu tenho pra isso?", "posso devolver um produto?")
+    alone = retrieve(help_centre, "pt", "e o tempo pra isso?")
+    followed = thread_retrieve(help_centre, "pt", "e o tempo pra isso?", "posso devolver um produto?")
 
     assert not alone.used
     assert followed.used[0].hit.heading == "Trocas e devoluções › Prazo para devolver"
     # "tempo" (0.39) not held, "devolver" and "produto" held: 0.8 / (0.39 + 0.8), the thread weighing 0.8 of a word
     assert followed.used[0].relevance == pytest.approx(0.8 / (0.8 + word_weight("tempo")), abs=1e-5)
     assert (followed.used[0].held, followed.used[0].asked) == (2, 3)
+
+
+def test_a_follow_up_asking_how_long_holds_the_duration_the_section_on_the_subject_before_it_names(help_centre):
+    alone = retrieve(help_centre, "pt", "e quanto tempo eu tenho pra isso?")
+    followed = thread_retrieve(help_centre, "pt", "e quanto tempo eu tenho pra isso?", "posso devolver um produto?")
+
+    assert not alone.used  # a duration, nothing else named: no passage holds the question
+    assert followed.used[0].hit.heading == "Trocas e devoluções › Prazo para devolver"
+    # the duration asked for (heading *Prazo*), "devolver" and "produto" held: (1 + 0.8) / (1 + 0.8)
+    assert followed.used[0].relevance == 1.0
+    assert (followed.used[0].held, followed.used[0].asked) == (2, 2)
 
 
 def test_a_follow_up_naming_a_subject_no_passage_holds_stays_under_the_bar_whatever_the_thread_holds(help_centre):
