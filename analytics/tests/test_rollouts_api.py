@@ -212,4 +212,5 @@ def test_the_list_reads_one_query_whatever_the_number_of_plans_and_the_view_the_
             rollout_view(plan.pk, slices=slices)
         counts[slices] = len(queries)
     assert counts[2] == counts[4]  # every slice of both cohorts in the same queries
-    assert counts[4] <= 3 + 6  # the plan and its decisions, then cohorts_figures' six queries
+    # the plan and its decisions, then cohorts_figures' seven queries (and on SQLite the latencies' eighth)
+    assert counts[4] <= 2 + 7 + (connection.vendor != "postgresql")

@@ -54,12 +54,14 @@ from django.db.models import (
     Avg,
     Count,
     Exists,
+    F,
     FloatField,
     IntegerField,
     OuterRef,
     Q,
     QuerySet,
     StdDev,
+    Sum,
     Value,
 )
 from django.utils import timezone
@@ -159,10 +161,34 @@ class _Percentile95(Aggregate):
     output_field = FloatField()
 
 
-def _p95_python(answers: QuerySet[Any]) -> float | None:
-    """The 95th percentile of the answers' ``latency_ms``, sorted in Python (databases without percentile_cont)."""
-    ordered = sorted(answers.exclude(latency_ms=None).values_list("latency_ms", flat=True))
-    return float(ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]) if ordered else None
+def _p95_python(windows: list[CohortWindow], answered: Q) -> list[float | None]:
+    """The 95th percentile of each window's answers' ``latency_ms``, sorted in Python (databases without
+    percentile_cont): every window's latencies in one query, as :func:`_each` reads its measures."""
+    parts = [
+        Message.objects.filter(window.rows(), answered, latency_ms__isnull=False)
+        .annotate(window=Value(index, IntegerField()))
+        .values_list("window", "latency_ms")
+        .order_by()
+        for index, window in enumerate(windows)
+    ]
+    rows = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+    latencies: dict[int, list[int]] = {}
+    for index, latency in rows:
+        latencies.setdefault(index, []).append(latency)
+    figures: list[float | None] = []
+    for index in range(len(windows)):
+        ordered = sorted(latencies.get(index, ()))
+        figures.append(float(ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]) if ordered else None)
+    return figures
+
+
+def _deviation(row: dict[str, Any]) -> float | None:
+    """The judge scores' (population) standard deviation from their count, mean and sum of squares (``judged``,
+    ``judge_mean``, ``judge_squares``); null without a score, as PostgreSQL's ``stddev_pop``."""
+    n, mean, squares = row.get("judged", 0), row.get("judge_mean"), row.get("judge_squares")
+    if not n or mean is None or squares is None:
+        return None
+    return math.sqrt(max(0.0, squares / n - mean * mean))
 
 
 def _each(
@@ -183,7 +209,8 @@ def _each(
 
 def cohorts_figures(windows: list[CohortWindow]) -> list[dict[str, Any]]:
     """Every guard metric of each window — what the guard reads for every running plan at each tick, and what the
-    dashboard's rollout view reads for every slice of time: seven queries, whatever the number of windows."""
+    dashboard's rollout view reads for every slice of time: seven queries, whatever the number of windows (eight
+    on SQLite, which has no percentile_cont: the latencies read apart, in one query)."""
     asked, answered = Q(role=MessageRole.USER), Q(role=MessageRole.ASSISTANT)
     postgres = connection.vendor == "postgresql"
     measures: dict[str, Any] = {
@@ -191,10 +218,14 @@ def cohorts_figures(windows: list[CohortWindow]) -> list[dict[str, Any]]:
         "conversations": Count("conversation_id", filter=asked, distinct=True),
         "judged": Count("judge_score", filter=answered),
         "judge_mean": Avg("judge_score", filter=answered),
-        "judge_sd": StdDev("judge_score", filter=answered),
     }
     if postgres:
+        measures["judge_sd"] = StdDev("judge_score", filter=answered)
         measures["p95"] = _Percentile95("latency_ms", filter=answered & Q(latency_ms__isnull=False))
+    else:
+        # SQLite's StdDev is Python's statistics.pstdev, which raises where a window has turns but no score
+        # (PostgreSQL's stddev_pop gives null): the scores' squares are summed instead, the deviation worked out below.
+        measures["judge_squares"] = Sum(F("judge_score") * F("judge_score"), filter=answered)
     messages = _each(Message.objects.all(), windows, "created_at", **measures)
     # Failed specialist parts are few: read apart through their own partial index, so the turns' query above reads
     # no message's metadata.
@@ -242,11 +273,12 @@ def cohorts_figures(windows: list[CohortWindow]) -> list[dict[str, Any]]:
         n=Count("outcome"),
         abandoned=Count("outcome", filter=Q(outcome=Outcome.ABANDONED)),
     )
+    p95s = [row.get("p95") for row in messages] if postgres else _p95_python(windows, answered)
     figures = []
-    for index, window in enumerate(windows):
+    for index in range(len(windows)):
         asked_rows = messages[index]
         turns = asked_rows.get("turns", 0)
-        p95 = asked_rows.get("p95") if postgres else _p95_python(Message.objects.filter(window.rows(), answered))
+        p95 = p95s[index]
         decided = routed[index] or {"n": 0, "fallback": 0}
         stopped = moved[index] or {"stops": 0, "handoffs": 0, "escalated": 0}
         outcomes = ended[index] or {"n": 0, "abandoned": 0}
@@ -267,7 +299,7 @@ def cohorts_figures(windows: list[CohortWindow]) -> list[dict[str, Any]]:
                 "judge_score": {
                     "n": asked_rows.get("judged", 0),
                     "mean": asked_rows.get("judge_mean"),
-                    "sd": asked_rows.get("judge_sd"),
+                    "sd": asked_rows.get("judge_sd") if postgres else _deviation(asked_rows),
                 },
                 "p95_latency_ms": p95,
                 "errors": failed[index].get("n", 0) + tools["errors"],

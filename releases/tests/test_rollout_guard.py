@@ -425,8 +425,9 @@ def test_a_tick_reads_every_plans_figures_at_once_and_each_plan_gets_what_it_wou
     # The same turns counted by version and by mode: both plans see all 40 conversations between their cohorts.
     assert sum(figures["conversations"] for figures in batched[:2]) == 40
     assert sum(figures["conversations"] for figures in batched[2:]) == 40
-    # Seven queries whatever the number of windows (one aggregate per window and table, joined by UNION ALL).
-    assert len(together) == 7
+    # Seven queries whatever the number of windows (one aggregate per window and table, joined by UNION ALL); on
+    # SQLite, which has no percentile, an eighth reads every window's latencies.
+    assert len(together) == (7 if connection.vendor == "postgresql" else 8)
     decisions = plans_evaluate(now=now, interval=0)
     assert {decision.plan_id for decision in decisions} == {version_plan.pk, mode_plan.pk}
     by_plan = {decision.plan_id: decision.figures for decision in decisions}
