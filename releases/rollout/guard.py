@@ -172,9 +172,10 @@ def _p95_python(windows: list[CohortWindow], answered: Q) -> list[float | None]:
         for index, window in enumerate(windows)
     ]
     rows = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
-    latencies: dict[int, list[int]] = {}
+    latencies: dict[int, list[float]] = {}
     for index, latency in rows:
-        latencies.setdefault(index, []).append(latency)
+        if latency is not None:  # filtered out above; the column is nullable
+            latencies.setdefault(index, []).append(latency)
     figures: list[float | None] = []
     for index in range(len(windows)):
         ordered = sorted(latencies.get(index, ()))
