@@ -47,6 +47,10 @@ def shown(run) -> list[tuple[str, bool, list[str], list[str]]]:
     ]
 
 
+POSTGRESQL_ONLY = pytest.mark.skipif(connection.vendor != "postgresql", reason="processes share PostgreSQL, not SQLite")
+
+
+@POSTGRESQL_ONLY
 @pytest.mark.django_db(transaction=True)  # the processes read what the suite's profile committed
 def test_a_suite_played_in_two_processes_gives_the_results_it_gives_in_one_in_its_order(telecom):
     spec, suite = routing_tests_spec(telecom, DRAFT), cases()
@@ -69,6 +73,7 @@ def test_a_suite_played_in_two_processes_gives_the_results_it_gives_in_one_in_it
     )
 
 
+@POSTGRESQL_ONLY
 @pytest.mark.django_db(transaction=True)
 def test_the_tests_of_a_process_that_could_not_start_fail_naming_why_and_the_others_are_played(telecom, monkeypatch):
     spec, suite = routing_tests_spec(telecom, DRAFT), cases(2)
