@@ -73,6 +73,14 @@ _MARK_SPELLINGS = {
     "pt": re.compile(r"[ãõç]|.(?:nh|lh).|^.{2,}agens?$|^.{3,}c(?:ao|oes)$"),
     "es": re.compile(r"ñ|(?<![qg])ue[b-df-hj-np-tv-z]|^.{2,}ci[oó]n(?:es)?$|^.{3,}dad(?:es)?$|^.{2,}ajes?$"),
 }
+# Spanish's article "la" is left out of its marks: Portuguese customers write "lá" ("there") without its accent. Before
+# a noun of a feminine ending ("la bolsa", "la factura", "la conexión", "la velocidad") it is the article, which
+# Portuguese writes "a"; "lá" stands before an adverb or a preposition ("la fora", "la na loja", "la agora") or ends
+# the sentence. Not after a hyphen: Portuguese's pronoun after a verb ("comprá-la amanhã").
+_SPANISH_ARTICLE = re.compile(r"(?<![\w-])la\s+([^\W\d_]{2,}(?:a|ci[oó]n|si[oó]n|dad|tad|tud|umbre))\b")
+_AFTER_LA_IN_PORTUGUESE = frozenset(
+    ("fora", "agora", "ainda", "toda", "mesma", "nessa", "nesta", "naquela", "dessa", "desta")
+)
 MARKS_DECIDE_BELOW = 0.9  # a reading of Portuguese or Spanish this sure stands whatever the marks say
 # A reading of English under MARKS_DECIDE_BELOW gives way to the marks too, but only to this many words marked: a
 # Portuguese or Spanish message written without its accents ("qual o numero do whatsapp de voces", read as English at
@@ -324,7 +332,8 @@ def language_clear(text: str, language: str) -> bool:
 
 def _marked(text: str, *, least: int = 1) -> str | None:
     """Portuguese or Spanish when ``text`` bears marks of that one only (:data:`_MARKS`, :data:`_MARK_SIGNS`,
-    :data:`_MARK_SPELLINGS`), on ``least`` of its words or more (an opening sign counts as one)."""
+    :data:`_MARK_SPELLINGS`, Spanish's article "la" before a feminine noun: :data:`_SPANISH_ARTICLE`), on ``least``
+    of its words or more (an opening sign counts as one)."""
     lowered = text.casefold()
     words = set(_MARK_WORD.findall(lowered))
     written = _MARK_WORD.findall(text)
@@ -335,5 +344,10 @@ def _marked(text: str, *, least: int = 1) -> str | None:
         + sum(1 for word in spelled - marks if _MARK_SPELLINGS[language].search(word))
         for language, marks in _MARKS.items()
     }
+    if "la" in words:
+        counts["es"] += any(
+            noun not in _MARKS["pt"] and noun not in _AFTER_LA_IN_PORTUGUESE
+            for noun in _SPANISH_ARTICLE.findall(lowered)
+        )
     marked = [language for language, count in counts.items() if count]
     return marked[0] if len(marked) == 1 and counts[marked[0]] >= least else None

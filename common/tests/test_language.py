@@ -9,7 +9,14 @@ import pytest
 import yaml
 
 from common import language
-from common.language import LANGUAGES, detect_language, identifier, language_compiled_use, language_scores
+from common.language import (
+    LANGUAGES,
+    detect_language,
+    identifier,
+    language_clear,
+    language_compiled_use,
+    language_scores,
+)
 
 PARAPHRASES = Path(__file__).resolve().parents[2] / "bench" / "paraphrases"
 
@@ -249,6 +256,30 @@ def test_the_compiled_loop_scores_once_a_process_has_numba_and_never_with_the_st
     monkeypatch.setattr(language, "_scorer", None)
     language_scores("ok")
     assert language._scorer.__qualname__ == "LanguageIdentifier.classify"
+
+
+@pytest.mark.parametrize(
+    "text", ["a que hora abre la bolsa de brasil?", "cuando llega la factura", "me cambian la batería?"]
+)
+def test_la_before_a_feminine_noun_is_a_mark_of_spanish(text):
+    """Spanish's article "la" before a noun of a feminine ending ("-a", "-ción", "-dad"): Portuguese writes "a"."""
+    assert language._marked(text) == "es"
+    assert language_clear(text, "es")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ta chovendo la fora",  # "lá" written without its accent, before an adverb
+        "vou la amanha",
+        "fui la na loja ontem",
+        "ja estive la agora",
+        "tem como comprá-la amanha?",  # Portuguese's pronoun after a verb, hyphenated
+        "vou ver la",
+    ],
+)
+def test_la_written_for_portuguese_la_or_after_a_hyphen_is_no_mark_of_spanish(text):
+    assert language._marked(text) != "es"
 
 
 @pytest.mark.parametrize(
