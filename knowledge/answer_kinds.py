@@ -111,10 +111,29 @@ KINDS = (
     ),
 )
 
-# The phrases of every kind as one expression, the longest first, each from a word's start to a word's end (the
-# question's words folded, one space between): "how much time" a duration before "how much" a price.
+# A request for a recommendation in other words than a help centre's ("me indica", "vale a pena comprar…?", "should I
+# buy…?", "¿me conviene…?") is read as the language's verb for it, by which a help centre says what it recommends or
+# does not ("não recomenda a compra", "does not recommend buying", "no recomienda comprar"): a word of the question
+# like its others, counted among those a passage holds, in place of the phrase's own words. By the language's word,
+# pt, en, es; "should i" alone asks whether to do something, "should i pay by pix?" too: that is asking for advice.
+ADVICE = {
+    "recomenda": _phrases(
+        "vale a pena, me indica, me indique, voce indica, vc indica, o que voce indica, o que vc indica, me aconselha,"
+        " voce aconselha, vc aconselha, compensa"
+    ),
+    "recommend": _phrases(
+        "should i, should we, is it worth, is it a good idea to, is it a good time to, would you advise, do you advise,"
+        " any advice on, what would you advise"
+    ),
+    "recomienda": _phrases(
+        "vale la pena, me conviene, conviene, me aconsejas, me aconseja, me recomendas, me recomendaria, deberia"
+    ),
+}
+_PHRASE_READ = {phrase: word for word, phrases in ADVICE.items() for phrase in phrases}
+# The phrases of every kind and of advice as one expression, the longest first, each from a word's start to a word's
+# end (the question's words folded, one space between): "how much time" a duration before "how much" a price.
 _PHRASE_KIND = {phrase: kind.mark for kind in KINDS for phrase in kind.asked}
-_PHRASES = "|".join(re.escape(phrase) for phrase in sorted(_PHRASE_KIND, key=len, reverse=True))
+_PHRASES = "|".join(re.escape(phrase) for phrase in sorted({*_PHRASE_KIND, *_PHRASE_READ}, key=len, reverse=True))
 _ASKED = re.compile(rf"(?:^|(?<= ))({_PHRASES})(?= |$)")
 KINDS_READ_KEPT = 1024  # questions whose kind a process keeps, as agents.passages keeps their words
 # Passages' headings and texts whose kinds a process keeps: two parts a passage, of as many passages as
@@ -124,11 +143,13 @@ PARTS_READ_KEPT = 1024
 
 @dataclass(frozen=True)
 class Asked:
-    """What ``question`` asks for: the :data:`KINDS` marks of its interrogative phrases, in order, and the words of
-    those phrases (folded), which the marks stand for."""
+    """What ``question`` asks for: the :data:`KINDS` marks of its interrogative phrases, in order, the words of
+    those phrases and of its requests for advice (folded), which the marks and ``read`` stand for, and the words its
+    requests for advice are read as (:data:`ADVICE`)."""
 
     marks: tuple[str, ...]
     words: frozenset[str]
+    read: tuple[str, ...] = ()
 
 
 NOTHING_ASKED = Asked((), frozenset())
@@ -137,26 +158,32 @@ NOTHING_ASKED = Asked((), frozenset())
 @lru_cache(maxsize=KINDS_READ_KEPT)
 def kinds_asked(question: str) -> Asked:
     """The kinds of answer ``question`` asks for (:data:`KINDS`), read on its folded words: "a loja abre que horas?"
-    a time of day, "how long does a refund take?" a duration, "¿cuánto cuesta el envío?" a price."""
+    a time of day, "how long does a refund take?" a duration, "¿cuánto cuesta el envío?" a price; and the word its
+    request for advice is read as (:data:`ADVICE`): "vale a pena comprar?" "recomenda"."""
     marks: list[str] = []
+    read: list[str] = []
     words: set[str] = set()
     for found in _ASKED.finditer(normalize(question)):
         phrase = found.group(1)
-        mark = _PHRASE_KIND[phrase]
-        if mark not in marks:
+        mark = _PHRASE_KIND.get(phrase)
+        if mark is None:
+            read += [] if _PHRASE_READ[phrase] in read else [_PHRASE_READ[phrase]]
+        elif mark not in marks:
             marks.append(mark)
         words.update(phrase.split())
-    return Asked(tuple(marks), frozenset(words)) if marks else NOTHING_ASKED
+    return Asked(tuple(marks), frozenset(words), tuple(read)) if words else NOTHING_ASKED
 
 
 def asked_with_kinds(asked: list[str], question: str) -> list[str]:
     """The words of ``question`` the relevance bar counts (``asked``, :func:`agents.passages.asked_words`), the
-    words of its interrogative phrases read as the kinds of answer they ask for (:func:`kinds_asked`): those words
-    left out, the kinds' marks after the others."""
+    words of its interrogative phrases read as the kinds of answer they ask for (:func:`kinds_asked`) and those of
+    its requests for advice as the word they stand for (:data:`ADVICE`): those words left out, the words read for
+    them, then the kinds' marks, after the others."""
     kinds = kinds_asked(question)
-    if not kinds.marks:
+    if not kinds.words:
         return asked
-    return [word for word in asked if word not in kinds.words] + [mark for mark in kinds.marks if mark not in asked]
+    kept = [word for word in asked if word not in kinds.words]
+    return kept + [word for word in (*kinds.read, *kinds.marks) if word not in kept]
 
 
 def kind_words(marks: tuple[str, ...]) -> tuple[str, ...]:

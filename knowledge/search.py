@@ -643,7 +643,8 @@ def knowledge_search(
     reading = question_read(asked, query, scope.groups(synonyms))
     # The words of the kinds of answer asked for are looked for and rank as the question's own; a synonym's and a
     # word's base only widen what is found.
-    kinds = kind_words(kinds_asked(query).marks)
+    kinds_of = kinds_asked(query)
+    kinds = (*kind_words(kinds_of.marks), *kinds_of.read)
     own = " ".join([query, *kinds]) if kinds else query
     searched = _with_bases(expanded(query, reading), asked)
     if kinds:

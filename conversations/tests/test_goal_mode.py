@@ -205,6 +205,17 @@ def test_a_goal_lacking_an_entity_leaves_a_message_its_help_centre_answers_to_th
     assert not (conversation.goal_state or {}).get("pending")
 
 
+def test_a_request_for_advice_on_buying_an_asset_is_answered_by_what_the_help_centre_says_it_does_not_recommend(
+    api, finance
+):
+    body = say(api, "vale a pena comprar petrobras agora? me indica", session="fin-advice")
+
+    assert body["metadata"]["goal"]["clarification"] is None  # not "Qual o ativo?"
+    (citation, *_) = body["metadata"]["knowledge"]["citations"]
+    assert citation["title"] == "Horário do pregão e cotações"
+    assert "não recomenda a compra" in body["answer"]
+
+
 def test_a_one_word_follow_up_of_a_question_its_help_centre_answered_is_answered_from_it_with_its_thread(api, finance):
     first = say(api, "as cotações de vocês têm atraso?", session="fin-documents-thread")
     assert first["metadata"]["goal"]["status"] == "general"

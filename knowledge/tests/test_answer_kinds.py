@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.passages import asked_words, stems_of
+from agents.passages import asked_words, holds, stems_of
 from knowledge.answer_kinds import (
     DURATION,
     PRICE,
@@ -102,3 +102,25 @@ def test_a_heading_naming_the_kind_holds_it_for_its_whole_section_in_each_langua
 def test_a_number_that_is_no_answer_of_the_kind_is_not_held():
     assert held("how much is roaming?", "Roaming", "Roaming works in 120 countries.") == []
     assert held("what time does roaming start?", "Roaming", "Roaming starts in 2 steps.") == []
+
+
+@pytest.mark.parametrize(
+    ("question", "words"),
+    [
+        ("vale a pena comprar petrobras agora? me indica", ["comprar", "petrobras", "agora", "recomenda"]),
+        ("should I sell my stocks?", ["sell", "stocks", "recommend"]),
+        ("¿me conviene comprar dólares?", ["comprar", "dolares", "recomienda"]),
+    ],
+)
+def test_a_request_for_a_recommendation_is_read_as_the_languages_word_for_it_in_place_of_its_own_words(question, words):
+    assert asked_with_kinds(asked_words(question), question) == words
+    assert kinds_asked(question).marks == ()
+
+
+def test_a_passage_saying_what_is_not_recommended_holds_a_request_for_advice_and_what_it_is_about():
+    question = "vale a pena comprar petrobras agora? me indica"
+    stems = stems_of("O assistente não recomenda a compra ou a venda de nenhum ativo.")
+
+    held = [word for word in asked_with_kinds(asked_words(question), question) if holds(word, stems)]
+
+    assert held == ["comprar", "recomenda"]
