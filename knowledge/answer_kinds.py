@@ -35,12 +35,14 @@ KIND_MARKS = frozenset({TIME, DURATION, PRICE})
 class Kind:
     """One kind of answer: its ``mark``; how a question asks for it (``asked``: phrases of pt, en and es, folded,
     whole words); how a passage holds one: by one of its ``words`` (folded, whole) or by its ``shape`` (a regular
-    expression on the text in lower case)."""
+    expression on the text in lower case); ``verbs``: the words that ask for it with one of its phrases anywhere in
+    the question, read as the phrase's ("a bolsa abre que horas?": what opens at a time of day)."""
 
     mark: str
     asked: tuple[str, ...]
     words: frozenset[str]
     shape: re.Pattern[str]
+    verbs: frozenset[str] = frozenset()
 
 
 # Number words the shapes read beside digits ("dois dias úteis", "two business days", "dos días hábiles").
@@ -77,6 +79,7 @@ KINDS = (
             r"\b\d{1,2}h(?:\d{2})?\b|\b\d{1,2}:\d{2}\b|\b\d{1,2}(?::\d{2})?\s?(?:a\.?m\b|p\.?m\b)|"
             r"\b24\s?(?:h|horas|hours)\b|\b24/7\b|\bmeio-dia\b|\bnoon\b|\bmediod[ií]a\b"
         ),
+        verbs=_words("abre abrem abrir fecha fecham fechar open opens close closes abren cierra cierran cerrar"),
     ),
     Kind(
         DURATION,
@@ -171,6 +174,9 @@ def kinds_asked(question: str) -> Asked:
         elif mark not in marks:
             marks.append(mark)
         words.update(phrase.split())
+    if marks:
+        folded = set(normalize(question).split())
+        words.update(verb for kind in KINDS if kind.mark in marks for verb in kind.verbs & folded)
     return Asked(tuple(marks), frozenset(words), tuple(read)) if words else NOTHING_ASKED
 
 

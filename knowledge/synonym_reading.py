@@ -1,7 +1,8 @@
 """How a question reads the synonyms of the sources searched (:mod:`knowledge.synonyms`): pure text, no ORM.
 
 A question **holds a term** when it holds each of the term's words (the relevance bar's comparison: case and accents
-aside, alike on their first letters or a Snowball stem, :func:`agents.passages.holds`). Its words that a held term
+aside, alike on their first letters or a Snowball stem, :func:`agents.passages.holds`), the words of the kinds of
+answer it asks for among its own (:func:`question_stems`). Its words that a held term
 covers then count, in the relevance bar, as held by a passage holding any other term of the group
 (:func:`words_held_with`), and the search looks for the group's other terms too (:func:`expanded`): "biquini tem
 troca?" is read with "moda praia" and "maiô".
@@ -16,7 +17,7 @@ from functools import lru_cache
 
 from agents.public import STEM_CHARS, content_words, holds, stems_of, word_keys
 from common.text import normalize
-from knowledge.answer_kinds import KIND_MARKS, kind_held, kinds_held
+from knowledge.answer_kinds import KIND_MARKS, kind_held, kind_words, kinds_asked, kinds_held
 from knowledge.synonyms import Group
 
 READINGS_KEPT = 1024  # questions whose reading a process keeps (a turn reads its message up to three times)
@@ -131,9 +132,17 @@ def _indexed(groups: tuple[Group, ...]) -> _Index:
     )
 
 
+def question_stems(question: str) -> set[str]:
+    """What a question holds of a term (:func:`agents.passages.stems_of`): its words and those of the kinds of answer
+    it asks for (:func:`knowledge.answer_kinds.kind_words`): "a bolsa abre que horas?" holds the term "horário da
+    bolsa", "que horas" asking for a horário."""
+    kinds = kind_words(kinds_asked(question).marks)
+    return stems_of(" ".join([question, *kinds]) if kinds else question)
+
+
 @lru_cache(maxsize=READINGS_KEPT)
 def _read(asked: tuple[str, ...], question: str, groups: tuple[Group, ...]) -> Reading:
-    stems = stems_of(question)
+    stems = question_stems(question)
     alternatives: dict[str, list[tuple[str, ...]]] = {}
     extra: list[str] = []
     for position in _indexed(groups).groups_read(stems):

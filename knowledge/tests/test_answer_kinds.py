@@ -60,11 +60,24 @@ def test_a_question_with_no_such_phrase_asks_for_no_kind(question):
     assert asked_with_kinds(asked_words(question), question) == asked_words(question)
 
 
+@pytest.mark.parametrize(
+    ("question", "words"),
+    [
+        ("a bolsa abre que horas?", ["bolsa", TIME]),
+        ("what time does the brazilian stock market close?", ["brazilian", "stock", "market", TIME]),
+        ("¿a qué hora cierra la tienda?", ["tienda", TIME]),
+        ("quero abrir uma conta", ["abrir", "conta"]),  # no time asked: a word of its own
+    ],
+)
+def test_a_verb_of_opening_or_closing_asks_for_the_time_of_day_with_the_phrase_that_asks_it(question, words):
+    assert asked_with_kinds(asked_words(question), question) == words
+
+
 def test_the_phrases_own_words_are_read_as_the_kind_and_the_questions_other_words_are_kept():
     question = "quanto tempo demora pra chegar em manaus?"
     assert asked_with_kinds(asked_words(question), question) == ["demora", "chegar", "manaus", DURATION]
-    question = "What time does your call centre close?"
-    assert asked_with_kinds(asked_words(question), question) == ["call", "centre", "close", TIME]
+    question = "What time does your call centre open?"  # "open": what opens at that time, read as the phrase's
+    assert asked_with_kinds(asked_words(question), question) == ["call", "centre", TIME]
 
 
 @pytest.mark.parametrize(

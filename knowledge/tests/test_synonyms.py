@@ -10,13 +10,14 @@ import pytest
 import yaml
 from django.core.exceptions import ValidationError
 
-from agents.passages import asked_words, holds, stems_of
+from agents.passages import asked_words, holds
 from knowledge import synonym_reading
+from knowledge.answer_kinds import TIME, asked_with_kinds
 from knowledge.models import KnowledgeSource
 from knowledge.retrieval import knowledge_retrieve
 from knowledge.search import knowledge_search
 from knowledge.services import document_ingest
-from knowledge.synonym_reading import passage_words, question_read, words_held_with
+from knowledge.synonym_reading import passage_words, question_read, question_stems, words_held_with
 from knowledge.synonyms import synonyms_cleaned, synonyms_parsed, synonyms_written
 from releases.versions import version_publish
 from routing import snapshot
@@ -74,6 +75,16 @@ def test_a_word_a_held_term_covers_is_held_by_a_passage_holding_another_term_of_
 
     assert words_held_with(asked, passage, reading) == ["reclamei", "resolve", "ouvidoria"]
     assert reading.extra == ()  # nothing the question does not say already to search for
+
+
+def test_a_question_asking_for_a_kind_of_answer_holds_a_term_naming_the_kind_beside_its_own_word():
+    question = "a bolsa abre que horas?"  # "que horas" asks for a horário: the term "horário da bolsa" is held
+    asked = asked_with_kinds(asked_words(question), question)
+    reading = question_read(asked, question, (("pregão", "horário de negociação", "horário da bolsa"),))
+    passage = passage_words("Horário de negociação", "O pregão regular funciona de segunda a sexta, das 10h às 17h55.")
+
+    assert asked == ["bolsa", TIME]  # "abre" asks for the time with "que horas"
+    assert words_held_with(asked, passage, reading) == ["bolsa", TIME]
 
 
 def test_another_tenants_synonyms_never_apply(exchanges, profile):
@@ -161,7 +172,7 @@ def test_an_editor_writes_a_sources_synonyms_in_the_admin_and_staff_without_the_
 
 def _read_group_by_group(asked: tuple[str, ...], question: str, groups: tuple[tuple[str, ...], ...]):
     """A question's reading as it was made before its groups were indexed: every term of every group held against it."""
-    stems = stems_of(question)
+    stems = question_stems(question)
     alternatives: dict[str, list[tuple[str, ...]]] = {}
     extra: list[str] = []
     for group in groups:
@@ -206,7 +217,7 @@ def test_a_question_reads_only_the_groups_whose_terms_first_words_it_holds_and_r
         expected = _read_group_by_group(asked, question, groups)
 
         assert (dict(reading.alternatives), reading.extra) == expected, question
-        stems = stems_of(question)
+        stems = question_stems(question)
         firsts = [words[0] for group in groups for term in group if (words := synonym_reading._term_words(term))]
         may_hold = [
             group
