@@ -26,9 +26,10 @@ from agents.public import stems_of, word_keys
 from common.text import normalize
 
 TIME = "@h"  # a time of day: when something opens, closes, is served
+LIVE = "@l"  # whether what is shown is live, or how late it is
 DURATION = "@d"  # how long something takes or lasts
 PRICE = "@$"  # what something costs
-KIND_MARKS = frozenset({TIME, DURATION, PRICE})
+KIND_MARKS = frozenset({TIME, DURATION, PRICE, LIVE})
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,14 @@ KINDS = (
             " costo costos cuesta gratuito gratuita gratis"
         ),
         shape=re.compile(r"(?:r\$|us\$|\$|€|£)\s?\d|\d\s?(?:€|%)|\d\s(?:reais|d[oó]lares|dollars|euros|pesos)\b"),
+    ),
+    Kind(
+        LIVE,  # "é em tempo real?": answered by how late it is ("atraso de 15 minutos", "delayed by 15 minutes")
+        asked=_phrases(
+            "em tempo real, tempo real, ao vivo", "real time, in real time, realtime", "en tiempo real, tiempo real"
+        ),
+        words=_words("atraso atrasada atrasado delay delayed lag retraso demora"),
+        shape=re.compile(r"\b(?:tempo|tiempo) real\b|\breal[- ]?time\b|\bao vivo\b|\ben vivo\b"),
     ),
 )
 

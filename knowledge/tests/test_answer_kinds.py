@@ -8,6 +8,7 @@ import pytest
 from agents.passages import asked_words, holds, stems_of
 from knowledge.answer_kinds import (
     DURATION,
+    LIVE,
     PRICE,
     TIME,
     asked_with_kinds,
@@ -110,6 +111,20 @@ def test_a_heading_naming_the_kind_holds_it_for_its_whole_section_in_each_langua
     assert held("quanto tempo demora pra chegar?", "Prazos de entrega", "Veja a tabela abaixo.") == [DURATION]
     assert held("what time do you open?", "Opening hours", "Every day but Sunday.") == [TIME]
     assert held("¿cuánto cuesta el envío?", "Precios del envío", "Según la región.") == [PRICE]
+
+
+@pytest.mark.parametrize(
+    ("question", "text"),
+    [
+        ("a cotação é em tempo real?", "As cotações aparecem com atraso de 15 minutos."),
+        ("are the quotes real-time?", "Quotes are delayed by 15 minutes."),
+        ("las cotizaciones son en tiempo real?", "El asistente muestra las cotizaciones con 15 minutos de retraso."),
+        ("o rastreio é em tempo real?", "O rastreio é atualizado em tempo real."),
+    ],
+)
+def test_a_question_whether_something_is_live_is_answered_by_how_late_it_is_or_that_it_is_live(question, text):
+    assert kinds_asked(question).marks == (LIVE,)
+    assert held(question, "Help centre", text) == [LIVE]
 
 
 def test_a_number_that_is_no_answer_of_the_kind_is_not_held():
