@@ -128,10 +128,11 @@ KINDS = (
 # does not ("não recomenda a compra", "does not recommend buying", "no recomienda comprar"): a word of the question
 # like its others, counted among those a passage holds, in place of the phrase's own words. By the language's word,
 # pt, en, es; "should i" alone asks whether to do something, "should i pay by pix?" too: that is asking for advice.
+# Not "compensa" ("is it worth it"): a payment "compensa" when the bank clears it, a help centre's word for that.
 ADVICE = {
     "recomenda": _phrases(
         "vale a pena, me indica, me indique, voce indica, vc indica, o que voce indica, o que vc indica, me aconselha,"
-        " voce aconselha, vc aconselha, compensa"
+        " voce aconselha, vc aconselha"
     ),
     "recommend": _phrases(
         "should i, should we, is it worth, is it a good idea to, is it a good time to, would you advise, do you advise,"
@@ -175,14 +176,21 @@ def kinds_asked(question: str) -> Asked:
     marks: list[str] = []
     read: list[str] = []
     words: set[str] = set()
+    advice: set[str] = set()
     for found in _ASKED.finditer(normalize(question)):
         phrase = found.group(1)
         mark = _PHRASE_KIND.get(phrase)
         if mark is None:
             read += [] if _PHRASE_READ[phrase] in read else [_PHRASE_READ[phrase]]
-        elif mark not in marks:
+            advice.update(phrase.split())
+            continue
+        if mark not in marks:
             marks.append(mark)
         words.update(phrase.split())
+    if marks:  # "how much should I pay?", "¿a qué hora debería llegar?": a modal verb, no request for advice
+        read = []
+    else:
+        words |= advice
     if marks:
         folded = set(normalize(question).split())
         words.update(verb for kind in KINDS if kind.mark in marks for verb in kind.verbs & folded)

@@ -145,6 +145,13 @@ def test_a_request_for_a_recommendation_is_read_as_the_languages_word_for_it_in_
     assert kinds_asked(question).marks == ()
 
 
+@pytest.mark.parametrize("question", ["how much should I pay for roaming?", "¿a qué hora debería llegar el técnico?"])
+def test_a_question_asking_for_a_kind_of_answer_asks_for_no_advice_whatever_its_modal_verb(question):
+    assert kinds_asked(question).read == ()
+    assert "recommend" not in asked_with_kinds(asked_words(question), question)
+    assert "recomienda" not in asked_with_kinds(asked_words(question), question)
+
+
 def test_a_passage_saying_what_is_not_recommended_holds_a_request_for_advice_and_what_it_is_about():
     question = "vale a pena comprar petrobras agora? me indica"
     stems = stems_of("O assistente não recomenda a compra ou a venda de nenhum ativo.")
