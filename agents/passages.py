@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from agents.stems import word_stems
+from agents.stems import word_bases, word_stems
 from agents.stop_words import STOP_WORDS
 from agents.word_frequency import word_weight
 from common.text import fold, normalize
@@ -113,6 +113,9 @@ STEM_CHARS = 5  # words alike when their first letters up to this many are ("sen
 # ... or when a Snowball stem of theirs is the same (agents.stems: "billing", "bill"; "troco", "troca"), which a text's
 # words hold behind this mark, apart from their first letters.
 STEM_MARK = "~"
+# A word's base (agents.stems.word_bases) is held by its first letters too when it has this many or more: a root and
+# more, where a shorter base's first letters are a whole other word ("cuenta"'s "conta", "contacta").
+BASE_CHARS = STEM_CHARS + 1
 # A name or a code of fewer letters than a content word, which the bar reads though it is short: two or three
 # capitals in a text that is not all capitals ("the LOS light", "ship to the US"), or letters and digits together
 # ("5G", "PS5", "S24", "10h"). Longer ones ("PETR4", "CNPJ") are content words already.
@@ -224,9 +227,13 @@ def word_keys(word: str) -> frozenset[str]:
 @lru_cache(maxsize=WORDS_KEYED_KEPT)
 def _keys(word: str) -> tuple[str, frozenset[str]]:
     """What a text's stems (:func:`stems_of`) hold when they hold ``word`` (of four letters or more): its first
-    :data:`STEM_CHARS` letters, and its Snowball stems behind :data:`STEM_MARK`. Worked out once a word, not at every
-    passage and synonym a question is held against."""
-    return word[:STEM_CHARS], frozenset(STEM_MARK + stem for stem in word_stems(word))
+    :data:`STEM_CHARS` letters, and its Snowball stems behind :data:`STEM_MARK`; a base of it (:func:`word_bases`) of
+    :data:`BASE_CHARS` letters or more, its first letters too (*resuelve*, *resolvió*: the stemmers read the folded
+    ``resolvio`` as ``resolvi``). Worked out once a word, not at every passage and synonym a question is held
+    against."""
+    marked = {STEM_MARK + stem for stem in word_stems(word)}
+    marked.update(base[:STEM_CHARS] for base in word_bases(word) if len(base) >= BASE_CHARS)
+    return word[:STEM_CHARS], frozenset(marked)
 
 
 def holds(word: str, stems: AbstractSet[str]) -> bool:
