@@ -33,7 +33,7 @@ from agents.passages import (
     wishes_to_act,
     words_held,
 )
-from agents.stems import word_stems
+from agents.stems import word_bases, word_stems
 from agents.word_frequency import LEAST_WEIGHT, word_weight
 
 PASSAGE = (
@@ -121,6 +121,16 @@ def test_a_short_roots_ario_is_held_by_a_text_writing_the_root_and_back():
     assert words_held("qual o horario de atendimento?", "Atendemos das 8 às 20 horas.") == (2, 2)
     assert words_held("pago com débito bancário", "Débito automático no seu banco.") == (2, 3)  # débito, bancário
     assert words_held("diário", "Um dia de prazo.") == (0, 1)  # two letters before it: no root left
+
+
+def test_a_spanish_stressed_ue_is_held_by_a_text_writing_its_roots_o_and_an_english_ue_is_left():
+    solved = "Si tu problema no se resolvió por los canales de atención, contacta a la defensoría."
+
+    assert words_held("nadie me resuelve el problema", solved) == (2, 3)  # problema, resuelve; not nadie
+    assert words_held("cuanto cuesta el envio?", "El envío no tiene costo.") == (2, 2)  # cuesta, envio
+    assert words_held("me devuelven la plata?", "La devolución sale en 5 días.") == (1, 2)  # devuelven; not plata
+    assert words_held("mi cuenta", "Contacta a la defensoría.") == (0, 1)  # a base of five letters: its stems alone
+    assert word_bases("influence") == ("inflonce",) and word_bases("question") == word_bases("issues") == ()
 
 
 def test_a_short_name_or_code_of_a_question_counts_and_a_passage_holds_it_only_as_the_same_mark():
