@@ -106,6 +106,24 @@ _COMPOUND = re.compile(r"(?<![\w-])(\w+)-(\w+)(?![\w-])")
 # word, which customers and documents write joined as often ("email", "wifi", "prepago"); its parts apart are a prefix
 # the bar never counts and a word it counts in other senses ("mail", "pago").
 _PREFIXED = re.compile(r"(?<![\w-])([^\W\d_]{1,3})-([^\W\d_]{2,})(?![\w-])")
+# An ordinal written as its numeral and the ending of its word, as customers abbreviate it ("a 2a via", "2ª via",
+# "la 2da cuota", "my 2nd bill"): the word itself, which the documents write ("segunda via"). Portuguese's endings
+# ("2a", "2ª", "2o", "2º"; Spanish writes these too, and its ordinals from one to ten share Portuguese's first letters
+# but for the fourth, seventh, eighth and ninth), Spanish's ("1ro", "2da", "3er", "5to", "7mo", "8vo", "9no") and
+# English's ("1st", "2nd", "3rd", "4th"), from one to ten.
+_ORDINAL = re.compile(r"(?<![\w.,])(10|[1-9])\.?(ª|º|st|nd|rd|th|ro|ra|da|do|er|to|ta|mo|ma|vo|va|no|na|a|o)(?!\w)", re.I)
+_ORDINALS = {
+    "pt": (
+        "primeir segund terceir quart quint sext setim oitav non decim".split(),
+        {"a": "a", "ª": "a", "o": "o", "º": "o"},
+    ),
+    "es": (
+        "primer segund tercer cuart quint sext septim octav noven decim".split(),
+        {"ra": "a", "ro": "o", "da": "a", "do": "o", "er": "", "ta": "a", "to": "o", "ma": "a", "mo": "o", "va": "a",
+         "vo": "o", "na": "a", "no": "o"},
+    ),
+    "en": ("first second third fourth fifth sixth seventh eighth ninth tenth".split(), {"st": "", "nd": "", "rd": "", "th": ""}),
+}  # fmt: skip
 # A passage answers a question of two content words or more only if it holds two of them: one word shared ("delivery"
 # of "Delivery to Iceland?" with an article on delivery times) is a word shared, not an answer.
 MIN_WORDS_HELD = 2
@@ -120,6 +138,7 @@ BASE_CHARS = STEM_CHARS + 1
 # capitals in a text that is not all capitals ("the LOS light", "ship to the US"), or letters and digits together
 # ("5G", "PS5", "S24", "10h"). Longer ones ("PETR4", "CNPJ") are content words already.
 _MARK = re.compile(r"(?<![\w-])(\w{2,3})(?![\w-])")
+_SHORT = re.compile(r"(?<![\w-])([^\W\d_]{3})(?![\w-])")  # a word of three letters, its own, not a compound's part
 MAX_SENTENCES = 3
 # The most an answer quotes of a passage (its relevant sentences, whole): what a customer reads on a phone's screen
 # without scrolling far. Three table rows or long sentences of a passage of 1,200 characters ran to over 1,000.
@@ -177,7 +196,41 @@ def content_words(text: str) -> list[str]:
     (:data:`_PREFIXED`: "e-mail" is "email", as a text's stems hold it written either way, :func:`stems_of`)."""
     if "-" in text:
         text = _PREFIXED.sub(r"\1\2", text)
+    text = ordinals_read(text)
     return list(dict.fromkeys(word for word in normalize(text).split() if len(word) >= 4 and word not in _COMMON))
+
+
+def ordinals_read(text: str) -> str:
+    """``text`` with each ordinal written as a numeral and its word's ending (:data:`_ORDINAL`) written as its word:
+    "a 2a via" is "a segunda via", "the 3rd floor" "the third floor"; an ending no language writes on that number
+    ("3nd", "5a" of a size) is read as Portuguese's or left ("3nd")."""
+    if not any(char.isdigit() for char in text):
+        return text
+    return _ORDINAL.sub(_ordinal_word, text)
+
+
+def _ordinal_word(match: re.Match[str]) -> str:
+    number, ending = int(match.group(1)), match.group(2).casefold()
+    for roots, endings in _ORDINALS.values():
+        if ending in endings:
+            return roots[number - 1] + endings[ending]
+    return match.group(0)
+
+
+def short_words(text: str) -> list[str]:
+    """The words of three letters of ``text`` that are not common words (:data:`_COMMON`: "que", "the", "los"),
+    folded, each once, in order, but those typed in capitals (names, :func:`marks_of`): "pdf", "pix", "via", "pay".
+    The relevance bar counts one only where a passage found holds it (``knowledge.retrieval``): most are a longer
+    word's abbreviation or a word of several senses."""
+    if not _SHORT.search(text):
+        return []
+    return list(
+        dict.fromkeys(
+            fold(word).casefold()
+            for word in _SHORT.findall(ordinals_read(text))
+            if not word.isupper() and fold(word).casefold() not in _COMMON
+        )
+    )
 
 
 def marks_of(text: str, *, shouted: bool | None = None) -> list[str]:
@@ -185,6 +238,7 @@ def marks_of(text: str, *, shouted: bool | None = None) -> list[str]:
     aside: "LOS", "US"), codes of letters and digits folded ("5g", "ps5"); no capitals when ``text`` is all
     capitals (shouted, not named), or when ``shouted`` says so (a part of a text read apart: the whole's say)."""
     shouted = not any(char.islower() for char in text) if shouted is None else shouted
+    text = ordinals_read(text)
     marks = []
     for token in _MARK.findall(text):
         if any(char.isdigit() for char in token) and not token.isdigit():
@@ -212,9 +266,11 @@ def stems_of(text: str, *, shouted: bool | None = None) -> set[str]:
     Snowball stems (:func:`agents.stems.word_stems`, behind :data:`STEM_MARK`), and its short names and codes
     (:func:`marks_of`, ``shouted`` as it reads it). Lines read apart hold together what they hold read as one."""
     joined = (first + second for first, second in _COMPOUND.findall(text))
-    words = {word for word in (*normalize(text).split(), *(normalize(word) for word in joined)) if len(word) >= 4}
+    read = normalize(text).split()
+    words = {word for word in (*read, *(normalize(word) for word in joined)) if len(word) >= 4}
     stems = {STEM_MARK + stem for word in words for stem in word_stems(word)}
-    return {word[:STEM_CHARS] for word in words} | stems | set(marks_of(text, shouted=shouted))
+    short = {word for word in read if len(word) == 3 and word.isalpha()}
+    return {word[:STEM_CHARS] for word in words} | stems | short | set(marks_of(text, shouted=shouted))
 
 
 def word_keys(word: str) -> frozenset[str]:

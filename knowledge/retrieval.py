@@ -15,7 +15,6 @@ the model took.
 from __future__ import annotations
 
 import functools
-import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from django.db import connection
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.translation import get_language
 
-from agents.public import MIN_WORDS_HELD, HeldShare, asked_words, holds, weight_of, zipf_frequency
+from agents.public import MIN_WORDS_HELD, HeldShare, asked_words, holds, short_words, weight_of
 from knowledge.answer_kinds import KIND_MARKS, asked_with_kinds
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search, own_heading, query_spelled, synonym_groups
@@ -41,11 +40,6 @@ RETRIEVE_LIMIT = 5  # passages considered per question
 # stays under a bar of one half whatever the thread holds, where one naming nothing the passage could hold ("e o
 # tempo pra isso?": "tempo" weighs 0.39) reaches it on the thread.
 THREAD_WEIGHT = 0.8
-# A short word typed in lower case (two or three letters, its own, not a word's part): read as a name or a code the
-# documents write in capitals ("pdf", "sms", "cpf") when it is no word of general language (agents.word_frequency)
-# and a passage found writes it so (:func:`_codes_written`).
-_SHORT_LOWER = re.compile(r"(?<![\w-])([^\W\d_A-Z]{2,3})(?![\w-])")
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -128,18 +122,16 @@ def _considered(
     return out
 
 
-def _codes_written(question: str, hits: Iterable[Hit]) -> list[str]:
-    """The short words ``question`` types in lower case that are no word of general language (Zipf below
-    :data:`agents.word_frequency.COUNTED_FROM`: "pdf", "sms", not "via" nor "pay") and that a passage of ``hits``
-    writes in capitals (:func:`agents.passages.marks_of`), in capitals as it writes them: customers type a document's
-    acronym in lower case ("a fatura em pdf"), which the relevance bar, reading capitals as a name ("us" is no "US"),
-    did not count. One held by no passage found is left out: a chat abbreviation ("vcs", "tbm") is no word of the
-    documents, and counted it would lower every passage's share."""
-    typed = {word.upper() for word in _SHORT_LOWER.findall(question) if word.isalpha() and not zipf_frequency(word)}
+def _short_words_held(question: str, hits: Iterable[Hit]) -> list[str]:
+    """The words of three letters of ``question`` (:func:`agents.passages.short_words`: not the common ones, nor
+    names typed in capitals) that a passage of ``hits`` holds, in any case: "pdf" of "la factura en pdf" where a
+    passage writes *PDF*, "via" of "a 2a via" where one writes *segunda via*. One no passage found holds is left out:
+    a chat abbreviation ("vcs", "tbm") or a word the documents do not use would lower every passage's share."""
+    typed = short_words(question)
     if not typed:
         return []
-    written = {code for hit in hits for code in typed if code in passage_words(hit.heading, hit.text)}
-    return [code for code in sorted(typed) if code in written]
+    held = {word for hit in hits for word in typed if word in passage_words(hit.heading, hit.text)}
+    return [word for word in typed if word in held]
 
 
 def _named(hit: Hit, asked: Sequence[str], reading: Reading) -> list[str]:
@@ -261,7 +253,7 @@ def knowledge_retrieve(
     own = set(asked_with_kinds(asked_words(own_text), own_text)) if thread else set()
     followed = [word for word in asked if word not in own] if thread else []
     asked = [word for word in asked if word not in followed]
-    asked += [code for code in _codes_written(own_text, found) if code not in asked]
+    asked += [word for word in _short_words_held(own_text, found) if word not in asked]
     considered = _considered(found, asked, reading, followed)
     reached = [passage for passage in considered if passage.reaches(min_score, vector_bar)]
     if every_language and language and not any(passage.whole for passage in reached):
