@@ -20,7 +20,7 @@ from typing import Any
 
 from agents.stems import word_bases, word_stems
 from agents.stop_words import STOP_WORDS
-from agents.word_frequency import word_weight
+from agents.word_frequency import COUNTED_FROM, word_weight, zipf_frequency
 from common.text import fold, normalize
 
 PASSAGES_NOTE = (
@@ -138,6 +138,7 @@ BASE_CHARS = STEM_CHARS + 1
 # capitals in a text that is not all capitals ("the LOS light", "ship to the US"), or letters and digits together
 # ("5G", "PS5", "S24", "10h"). Longer ones ("PETR4", "CNPJ") are content words already.
 _MARK = re.compile(r"(?<![\w-])(\w{2,3})(?![\w-])")
+SHORT_WORDS_BELOW = COUNTED_FROM  # the Zipf frequency under which a word of three letters counts (short_words)
 _SHORT = re.compile(r"(?<![\w-])([^\W\d_]{3})(?![\w-])")  # a word of three letters, its own, not a compound's part
 MAX_SENTENCES = 3
 # The most an answer quotes of a passage (its relevant sentences, whole): what a customer reads on a phone's screen
@@ -226,9 +227,9 @@ def short_words(text: str) -> list[str]:
         return []
     return list(
         dict.fromkeys(
-            fold(word).casefold()
-            for word in _SHORT.findall(ordinals_read(text))
-            if not word.isupper() and fold(word).casefold() not in _COMMON
+            folded
+            for folded, word in ((fold(word).casefold(), word) for word in _SHORT.findall(ordinals_read(text)))
+            if not word.isupper() and folded not in _COMMON and zipf_frequency(folded) < SHORT_WORDS_BELOW
         )
     )
 
