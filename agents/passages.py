@@ -19,8 +19,8 @@ from functools import lru_cache
 from typing import Any
 
 from agents.stems import word_bases, word_stems
-from agents.stop_words import STOP_WORDS
-from agents.word_frequency import COUNTED_FROM, word_weight, zipf_frequency
+from agents.stop_words import SHORT_STOP_WORDS, STOP_WORDS
+from agents.word_frequency import word_weight
 from common.text import fold, normalize
 
 PASSAGES_NOTE = (
@@ -100,6 +100,7 @@ _COMMON_WORDS = (
     "cual cuales cuando donde hacer puedo puede tengo tiene quiero necesito esta este esto eso mucho"
 )
 _COMMON = frozenset(_COMMON_WORDS.split()) | _ASKING_WORDS | STOP_WORDS
+_SHORT_COMMON = _COMMON | SHORT_STOP_WORDS  # what a word of three letters is not, to count (short_words)
 # A compound a document writes with a hyphen ("Wi-Fi", "e-mail", "pré-pago"), which customers write joined too.
 _COMPOUND = re.compile(r"(?<![\w-])(\w+)-(\w+)(?![\w-])")
 # A compound whose first part is a prefix of fewer than four letters ("e-mail", "wi-fi", "pré-pago", "pós-venda"): one
@@ -138,7 +139,6 @@ BASE_CHARS = STEM_CHARS + 1
 # capitals in a text that is not all capitals ("the LOS light", "ship to the US"), or letters and digits together
 # ("5G", "PS5", "S24", "10h"). Longer ones ("PETR4", "CNPJ") are content words already.
 _MARK = re.compile(r"(?<![\w-])(\w{2,3})(?![\w-])")
-SHORT_WORDS_BELOW = COUNTED_FROM  # the Zipf frequency under which a word of three letters counts (short_words)
 _SHORT = re.compile(r"(?<![\w-])([^\W\d_]{3})(?![\w-])")  # a word of three letters, its own, not a compound's part
 MAX_SENTENCES = 3
 # The most an answer quotes of a passage (its relevant sentences, whole): what a customer reads on a phone's screen
@@ -219,17 +219,18 @@ def _ordinal_word(match: re.Match[str]) -> str:
 
 
 def short_words(text: str) -> list[str]:
-    """The words of three letters of ``text`` that are not common words (:data:`_COMMON`: "que", "the", "los"),
-    folded, each once, in order, but those typed in capitals (names, :func:`marks_of`): "pdf", "pix", "via", "pay".
-    The relevance bar counts one only where a passage found holds it (``knowledge.retrieval``): most are a longer
-    word's abbreviation or a word of several senses."""
+    """The words of three letters of ``text`` that are no stop word of the three languages
+    (:data:`agents.stop_words.SHORT_STOP_WORDS`: "que", "the", "los", "tem", "you"), folded, each once, in order, but
+    those typed in capitals (names, :func:`marks_of`): "pdf", "pix", "via", "pay", "pre" of "pré pago". The relevance
+    bar counts one only where a passage found holds it (``knowledge.retrieval``): a chat abbreviation ("vcs") or a
+    word the documents do not use would lower every passage's share."""
     if not _SHORT.search(text):
         return []
     return list(
         dict.fromkeys(
             folded
             for folded, word in ((fold(word).casefold(), word) for word in _SHORT.findall(ordinals_read(text)))
-            if not word.isupper() and folded not in _COMMON and zipf_frequency(folded) < SHORT_WORDS_BELOW
+            if not word.isupper() and folded not in _SHORT_COMMON
         )
     )
 
@@ -264,8 +265,11 @@ def _asked(text: str) -> tuple[str, ...]:
 
 def stems_of(text: str, *, shouted: bool | None = None) -> set[str]:
     """The first letters of ``text``'s words of four letters or more, its hyphenated compounds joined too, their
-    Snowball stems (:func:`agents.stems.word_stems`, behind :data:`STEM_MARK`), and its short names and codes
-    (:func:`marks_of`, ``shouted`` as it reads it). Lines read apart hold together what they hold read as one."""
+    Snowball stems (:func:`agents.stems.word_stems`, behind :data:`STEM_MARK`), its words of three letters whole
+    (folded: a question's :func:`short_words` held), and its short names and codes (:func:`marks_of`, ``shouted`` as
+    it reads it); an ordinal's numeral read as its word (:func:`ordinals_read`). Lines read apart hold together what
+    they hold read as one."""
+    text = ordinals_read(text)
     joined = (first + second for first, second in _COMPOUND.findall(text))
     read = normalize(text).split()
     words = {word for word in (*read, *(normalize(word) for word in joined)) if len(word) >= 4}

@@ -200,9 +200,10 @@ def test_a_question_naming_a_short_name_the_passage_does_not_hold_is_not_used_fo
     assert same_day.used[0].hit.heading == "Delivery › Delivery times"
 
 
-def test_an_acronym_typed_in_lower_case_counts_as_the_capitals_a_passage_found_writes_and_a_chat_word_does_not(db):
-    """Customers type a document's acronym in lower case ("en pdf"); the bar reads capitals as a name ("us" is no
-    "US"), so the passage writing *PDF* held no more of the question than one writing the question's other words."""
+def test_a_three_letter_word_counts_where_a_passage_found_writes_it_and_a_chat_word_does_not(db):
+    """Customers type a document's acronym in lower case ("en pdf"), which the bar, counting words of four letters
+    and names in capitals, did not count: the passage writing *PDF* held no more of the question than one writing
+    the question's other words."""
     profile = AgentProfileFactory(agent_id="bills", language="es")
     source = KnowledgeSource.objects.create(profile=profile, name="Ayuda", language="es")
     bills = (
@@ -215,7 +216,7 @@ def test_an_acronym_typed_in_lower_case_counts_as_the_capitals_a_passage_found_w
     chatted = retrieve(profile, "es", "vcs tienen la factura de hace 3 meses?")  # "vcs": no passage writes it
 
     assert asked.used[0].hit.heading == "Facturas › Descargar"
-    assert {(passage.held, passage.asked) for passage in asked.considered} == {(3, 4)}  # PDF one, hace the other
+    assert {(passage.held, passage.asked) for passage in asked.considered} == {(3, 4)}  # pdf one, hace the other
     assert {passage.asked for passage in chatted.considered} == {3}  # factura, hace, meses
 
 
