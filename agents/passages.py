@@ -112,19 +112,25 @@ _PREFIXED = re.compile(r"(?<![\w-])([^\W\d_]{1,3})-([^\W\d_]{2,})(?![\w-])")
 # ("2a", "2ª", "2o", "2º"; Spanish writes these too, and its ordinals from one to ten share Portuguese's first letters
 # but for the fourth, seventh, eighth and ninth), Spanish's ("1ro", "2da", "3er", "5to", "7mo", "8vo", "9no") and
 # English's ("1st", "2nd", "3rd", "4th"), from one to ten.
-_ORDINAL = re.compile(r"(?<![\w.,])(10|[1-9])\.?(ª|º|st|nd|rd|th|ro|ra|da|do|er|to|ta|mo|ma|vo|va|no|na|a|o)(?!\w)", re.I)
-_ORDINALS = {
-    "pt": (
-        "primeir segund terceir quart quint sext setim oitav non decim".split(),
+_ORDINAL = re.compile(
+    r"(?<![\w.,])(10|[1-9])\.?(ª|º|st|nd|rd|th|ro|ra|da|do|er|to|ta|mo|ma|vo|va|no|na|a|o)(?!\w)", re.IGNORECASE
+)
+# Each language's ordinals' roots from one to ten, and the endings it abbreviates them by with what each adds.
+_ORDINALS = (
+    (
+        ("primeir", "segund", "terceir", "quart", "quint", "sext", "setim", "oitav", "non", "decim"),
         {"a": "a", "ª": "a", "o": "o", "º": "o"},
     ),
-    "es": (
-        "primer segund tercer cuart quint sext septim octav noven decim".split(),
+    (
+        ("primer", "segund", "tercer", "cuart", "quint", "sext", "septim", "octav", "noven", "decim"),
         {"ra": "a", "ro": "o", "da": "a", "do": "o", "er": "", "ta": "a", "to": "o", "ma": "a", "mo": "o", "va": "a",
          "vo": "o", "na": "a", "no": "o"},
     ),
-    "en": ("first second third fourth fifth sixth seventh eighth ninth tenth".split(), {"st": "", "nd": "", "rd": "", "th": ""}),
-}  # fmt: skip
+    (
+        ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"),
+        {"st": "", "nd": "", "rd": "", "th": ""},
+    ),
+)  # fmt: skip
 # A passage answers a question of two content words or more only if it holds two of them: one word shared ("delivery"
 # of "Delivery to Iceland?" with an article on delivery times) is a word shared, not an answer.
 MIN_WORDS_HELD = 2
@@ -212,7 +218,7 @@ def ordinals_read(text: str) -> str:
 
 def _ordinal_word(match: re.Match[str]) -> str:
     number, ending = int(match.group(1)), match.group(2).casefold()
-    for roots, endings in _ORDINALS.values():
+    for roots, endings in _ORDINALS:
         if ending in endings:
             return roots[number - 1] + endings[ending]
     return match.group(0)
