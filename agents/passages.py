@@ -112,6 +112,7 @@ _PREFIXED = re.compile(r"(?<![\w-])([^\W\d_]{1,3})-([^\W\d_]{2,})(?![\w-])")
 # ("2a", "2ª", "2o", "2º"; Spanish writes these too, and its ordinals from one to ten share Portuguese's first letters
 # but for the fourth, seventh, eighth and ninth), Spanish's ("1ro", "2da", "3er", "5to", "7mo", "8vo", "9no") and
 # English's ("1st", "2nd", "3rd", "4th"), from one to ten.
+_DIGIT = re.compile(r"\d")
 _ORDINAL = re.compile(
     r"(?<![\w.,])(10|[1-9])\.?(ª|º|st|nd|rd|th|ro|ra|da|do|er|to|ta|mo|ma|vo|va|no|na|a|o)(?!\w)", re.IGNORECASE
 )
@@ -211,7 +212,7 @@ def ordinals_read(text: str) -> str:
     """``text`` with each ordinal written as a numeral and its word's ending (:data:`_ORDINAL`) written as its word:
     "a 2a via" is "a segunda via", "the 3rd floor" "the third floor"; an ending no language writes on that number
     ("3nd", "5a" of a size) is read as Portuguese's or left ("3nd")."""
-    if not any(char.isdigit() for char in text):
+    if not _DIGIT.search(text):
         return text
     return _ORDINAL.sub(_ordinal_word, text)
 
