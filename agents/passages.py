@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from agents.stems import word_stems
-from agents.stop_words import STOP_WORDS
+from agents.stems import word_bases, word_stems
+from agents.stop_words import SHORT_STOP_WORDS, STOP_WORDS
 from agents.word_frequency import word_weight
 from common.text import fold, normalize
 
@@ -100,12 +100,38 @@ _COMMON_WORDS = (
     "cual cuales cuando donde hacer puedo puede tengo tiene quiero necesito esta este esto eso mucho"
 )
 _COMMON = frozenset(_COMMON_WORDS.split()) | _ASKING_WORDS | STOP_WORDS
+_SHORT_COMMON = _COMMON | SHORT_STOP_WORDS  # what a word of three letters is not, to count (short_words)
 # A compound a document writes with a hyphen ("Wi-Fi", "e-mail", "pré-pago"), which customers write joined too.
 _COMPOUND = re.compile(r"(?<![\w-])(\w+)-(\w+)(?![\w-])")
 # A compound whose first part is a prefix of fewer than four letters ("e-mail", "wi-fi", "pré-pago", "pós-venda"): one
 # word, which customers and documents write joined as often ("email", "wifi", "prepago"); its parts apart are a prefix
 # the bar never counts and a word it counts in other senses ("mail", "pago").
 _PREFIXED = re.compile(r"(?<![\w-])([^\W\d_]{1,3})-([^\W\d_]{2,})(?![\w-])")
+# An ordinal written as its numeral and the ending of its word, as customers abbreviate it ("a 2a via", "2ª via",
+# "la 2da cuota", "my 2nd bill"): the word itself, which the documents write ("segunda via"). Portuguese's endings
+# ("2a", "2ª", "2o", "2º"; Spanish writes these too, and its ordinals from one to ten share Portuguese's first letters
+# but for the fourth, seventh, eighth and ninth), Spanish's ("1ro", "2da", "3er", "5to", "7mo", "8vo", "9no") and
+# English's ("1st", "2nd", "3rd", "4th"), from one to ten.
+_DIGIT = re.compile(r"\d")
+_ORDINAL = re.compile(
+    r"(?<![\w.,])(10|[1-9])\.?(ª|º|st|nd|rd|th|ro|ra|da|do|er|to|ta|mo|ma|vo|va|no|na|a|o)(?!\w)", re.IGNORECASE
+)
+# Each language's ordinals' roots from one to ten, and the endings it abbreviates them by with what each adds.
+_ORDINALS = (
+    (
+        ("primeir", "segund", "terceir", "quart", "quint", "sext", "setim", "oitav", "non", "decim"),
+        {"a": "a", "ª": "a", "o": "o", "º": "o"},
+    ),
+    (
+        ("primer", "segund", "tercer", "cuart", "quint", "sext", "septim", "octav", "noven", "decim"),
+        {"ra": "a", "ro": "o", "da": "a", "do": "o", "er": "", "ta": "a", "to": "o", "ma": "a", "mo": "o", "va": "a",
+         "vo": "o", "na": "a", "no": "o"},
+    ),
+    (
+        ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"),
+        {"st": "", "nd": "", "rd": "", "th": ""},
+    ),
+)  # fmt: skip
 # A passage answers a question of two content words or more only if it holds two of them: one word shared ("delivery"
 # of "Delivery to Iceland?" with an article on delivery times) is a word shared, not an answer.
 MIN_WORDS_HELD = 2
@@ -113,10 +139,14 @@ STEM_CHARS = 5  # words alike when their first letters up to this many are ("sen
 # ... or when a Snowball stem of theirs is the same (agents.stems: "billing", "bill"; "troco", "troca"), which a text's
 # words hold behind this mark, apart from their first letters.
 STEM_MARK = "~"
+# A word's base (agents.stems.word_bases) is held by its first letters too when it has this many or more: a root and
+# more, where a shorter base's first letters are a whole other word ("cuenta"'s "conta", "contacta").
+BASE_CHARS = STEM_CHARS + 1
 # A name or a code of fewer letters than a content word, which the bar reads though it is short: two or three
 # capitals in a text that is not all capitals ("the LOS light", "ship to the US"), or letters and digits together
 # ("5G", "PS5", "S24", "10h"). Longer ones ("PETR4", "CNPJ") are content words already.
 _MARK = re.compile(r"(?<![\w-])(\w{2,3})(?![\w-])")
+_SHORT = re.compile(r"(?<![\w-])([^\W\d_]{3})(?![\w-])")  # a word of three letters, its own, not a compound's part
 MAX_SENTENCES = 3
 # The most an answer quotes of a passage (its relevant sentences, whole): what a customer reads on a phone's screen
 # without scrolling far. Three table rows or long sentences of a passage of 1,200 characters ran to over 1,000.
@@ -174,7 +204,42 @@ def content_words(text: str) -> list[str]:
     (:data:`_PREFIXED`: "e-mail" is "email", as a text's stems hold it written either way, :func:`stems_of`)."""
     if "-" in text:
         text = _PREFIXED.sub(r"\1\2", text)
+    text = ordinals_read(text)
     return list(dict.fromkeys(word for word in normalize(text).split() if len(word) >= 4 and word not in _COMMON))
+
+
+def ordinals_read(text: str) -> str:
+    """``text`` with each ordinal written as a numeral and its word's ending (:data:`_ORDINAL`) written as its word:
+    "a 2a via" is "a segunda via", "the 3rd floor" "the third floor"; an ending no language writes on that number
+    ("3nd", "5a" of a size) is read as Portuguese's or left ("3nd")."""
+    if not _DIGIT.search(text):
+        return text
+    return _ORDINAL.sub(_ordinal_word, text)
+
+
+def _ordinal_word(match: re.Match[str]) -> str:
+    number, ending = int(match.group(1)), match.group(2).casefold()
+    for roots, endings in _ORDINALS:
+        if ending in endings:
+            return roots[number - 1] + endings[ending]
+    return match.group(0)
+
+
+def short_words(text: str) -> list[str]:
+    """The words of three letters of ``text`` that are no stop word of the three languages
+    (:data:`agents.stop_words.SHORT_STOP_WORDS`: "que", "the", "los", "tem", "you"), folded, each once, in order, but
+    those typed in capitals (names, :func:`marks_of`): "pdf", "pix", "via", "pay", "pre" of "pré pago". The relevance
+    bar counts one only where a passage found holds it (``knowledge.retrieval``): a chat abbreviation ("vcs") or a
+    word the documents do not use would lower every passage's share."""
+    if not _SHORT.search(text):
+        return []
+    return list(
+        dict.fromkeys(
+            folded
+            for folded, word in ((fold(word).casefold(), word) for word in _SHORT.findall(ordinals_read(text)))
+            if not word.isupper() and folded not in _SHORT_COMMON
+        )
+    )
 
 
 def marks_of(text: str, *, shouted: bool | None = None) -> list[str]:
@@ -182,6 +247,7 @@ def marks_of(text: str, *, shouted: bool | None = None) -> list[str]:
     aside: "LOS", "US"), codes of letters and digits folded ("5g", "ps5"); no capitals when ``text`` is all
     capitals (shouted, not named), or when ``shouted`` says so (a part of a text read apart: the whole's say)."""
     shouted = not any(char.islower() for char in text) if shouted is None else shouted
+    text = ordinals_read(text)
     marks = []
     for token in _MARK.findall(text):
         if any(char.isdigit() for char in token) and not token.isdigit():
@@ -206,12 +272,17 @@ def _asked(text: str) -> tuple[str, ...]:
 
 def stems_of(text: str, *, shouted: bool | None = None) -> set[str]:
     """The first letters of ``text``'s words of four letters or more, its hyphenated compounds joined too, their
-    Snowball stems (:func:`agents.stems.word_stems`, behind :data:`STEM_MARK`), and its short names and codes
-    (:func:`marks_of`, ``shouted`` as it reads it). Lines read apart hold together what they hold read as one."""
+    Snowball stems (:func:`agents.stems.word_stems`, behind :data:`STEM_MARK`), its words of three letters whole
+    (folded: a question's :func:`short_words` held), and its short names and codes (:func:`marks_of`, ``shouted`` as
+    it reads it); an ordinal's numeral read as its word (:func:`ordinals_read`). Lines read apart hold together what
+    they hold read as one."""
+    text = ordinals_read(text)
     joined = (first + second for first, second in _COMPOUND.findall(text))
-    words = {word for word in (*normalize(text).split(), *(normalize(word) for word in joined)) if len(word) >= 4}
+    read = normalize(text).split()
+    words = {word for word in (*read, *(normalize(word) for word in joined)) if len(word) >= 4}
     stems = {STEM_MARK + stem for word in words for stem in word_stems(word)}
-    return {word[:STEM_CHARS] for word in words} | stems | set(marks_of(text, shouted=shouted))
+    short = {word for word in read if len(word) == 3 and word.isalpha()}
+    return {word[:STEM_CHARS] for word in words} | stems | short | set(marks_of(text, shouted=shouted))
 
 
 def word_keys(word: str) -> frozenset[str]:
@@ -224,9 +295,13 @@ def word_keys(word: str) -> frozenset[str]:
 @lru_cache(maxsize=WORDS_KEYED_KEPT)
 def _keys(word: str) -> tuple[str, frozenset[str]]:
     """What a text's stems (:func:`stems_of`) hold when they hold ``word`` (of four letters or more): its first
-    :data:`STEM_CHARS` letters, and its Snowball stems behind :data:`STEM_MARK`. Worked out once a word, not at every
-    passage and synonym a question is held against."""
-    return word[:STEM_CHARS], frozenset(STEM_MARK + stem for stem in word_stems(word))
+    :data:`STEM_CHARS` letters, and its Snowball stems behind :data:`STEM_MARK`; a base of it (:func:`word_bases`) of
+    :data:`BASE_CHARS` letters or more, its first letters too (*resuelve*, *resolvió*: the stemmers read the folded
+    ``resolvio`` as ``resolvi``). Worked out once a word, not at every passage and synonym a question is held
+    against."""
+    marked = {STEM_MARK + stem for stem in word_stems(word)}
+    marked.update(base[:STEM_CHARS] for base in word_bases(word) if len(base) >= BASE_CHARS)
+    return word[:STEM_CHARS], frozenset(marked)
 
 
 def holds(word: str, stems: AbstractSet[str]) -> bool:

@@ -16,6 +16,7 @@ the stemmers keep (``lentisim``), and a short root's *-ário* (*horário*, ``hor
 
 from __future__ import annotations
 
+import re
 import threading
 from functools import lru_cache
 
@@ -35,16 +36,23 @@ _REDUCTIONS = (
     ("issimo", "o", 3), ("issima", "a", 3), ("isimo", "o", 3), ("isima", "a", 3),
     ("arios", "", 3), ("arias", "", 3), ("ario", "", 3), ("aria", "", 3),
 )  # fmt: skip
+# Spanish's stem-changing verbs and their nouns write their root's stressed *o* as *ue* (*resolver*, *resuelve*;
+# *costar*, *cuesta*; *probar*, *prueba*), which the stemmers keep (``resuelv``, ``resolv``): a word with *ue* after a
+# consonant (not the silent *u* of *que*, *gue*) and before one that does not end it also has the base with *o*.
+_DIPHTHONG = re.compile(r"(?<=[b-df-hj-np-tv-z])(?<![qg])ue(?=[b-df-hj-np-tv-z][a-z])")
 BASES_KEPT = 100_000  # words whose bases a process keeps, as it keeps their stems
 
 
 @lru_cache(maxsize=BASES_KEPT)
 def word_bases(word: str) -> tuple[str, ...]:
-    """The bases of ``word`` (folded) its suffixes leave (:data:`_REDUCTIONS`): ``lentisimo`` → (``lento``,)."""
+    """The bases of ``word`` (folded) its suffixes leave (:data:`_REDUCTIONS`): ``lentisimo`` → (``lento``,); and its
+    root's *o* written as a stressed *ue* (:data:`_DIPHTHONG`): ``resuelve`` → (``resolve``,)."""
+    bases = [_DIPHTHONG.sub("o", word, count=1)] if "ue" in word else []
     for ending, base_ending, fewest in _REDUCTIONS:
         if word.endswith(ending) and len(word) - len(ending) >= fewest:
-            return (word[: len(word) - len(ending)] + base_ending,)
-    return ()
+            bases.append(word[: len(word) - len(ending)] + base_ending)
+            break
+    return tuple(base for base in bases if base != word)
 
 
 @lru_cache(maxsize=STEMS_KEPT)

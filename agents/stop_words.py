@@ -48,3 +48,14 @@ SPANISH = """
 """
 
 STOP_WORDS = frozenset((PORTUGUESE + ENGLISH + SPANISH).split())
+# The same lists' words of three letters, folded: a question's word of three letters counts where a passage found
+# holds it (agents.passages.short_words), but never one of these.
+SHORT = """
+    aos ate com das dos ela ele era foi for fui hao hei lhe mas meu nao nas nem nos num por que sao sem seu sou sua
+    tem teu tua uma vos
+    all and any are but can did don few for had has her him his how its nor not now off our out own she the too was
+    who why you
+    con del era esa ese eso fue fui han has hay las les los mas mia mio mis muy nos por que sea sin son soy sus tus
+    una uno
+"""
+SHORT_STOP_WORDS = frozenset(SHORT.split())

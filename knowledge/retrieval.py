@@ -25,7 +25,7 @@ from django.db import connection
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.translation import get_language
 
-from agents.public import MIN_WORDS_HELD, HeldShare, asked_words, holds, weight_of
+from agents.public import MIN_WORDS_HELD, HeldShare, asked_words, holds, short_words, weight_of
 from knowledge.answer_kinds import KIND_MARKS, asked_with_kinds
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search, own_heading, query_spelled, synonym_groups
@@ -40,7 +40,6 @@ RETRIEVE_LIMIT = 5  # passages considered per question
 # stays under a bar of one half whatever the thread holds, where one naming nothing the passage could hold ("e o
 # tempo pra isso?": "tempo" weighs 0.39) reaches it on the thread.
 THREAD_WEIGHT = 0.8
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -121,6 +120,18 @@ def _considered(
             relevance = share(held) + named
         out.append(Considered(hit, round(min(relevance, 1.0), 6), _words_in(held), _words_in(words)))
     return out
+
+
+def _short_words_held(question: str, hits: Iterable[Hit]) -> list[str]:
+    """The words of three letters of ``question`` (:func:`agents.passages.short_words`: not the common ones, nor
+    names typed in capitals) that a passage of ``hits`` holds, in any case: "pdf" of "la factura en pdf" where a
+    passage writes *PDF*, "via" of "a 2a via" where one writes *segunda via*. One no passage found holds is left out:
+    a chat abbreviation ("vcs", "tbm") or a word the documents do not use would lower every passage's share."""
+    typed = short_words(question)
+    if not typed:
+        return []
+    held = {word for hit in hits for word in typed if word in passage_words(hit.heading, hit.text)}
+    return [word for word in typed if word in held]
 
 
 def _named(hit: Hit, asked: Sequence[str], reading: Reading) -> list[str]:
@@ -242,6 +253,7 @@ def knowledge_retrieve(
     own = set(asked_with_kinds(asked_words(own_text), own_text)) if thread else set()
     followed = [word for word in asked if word not in own] if thread else []
     asked = [word for word in asked if word not in followed]
+    asked += [word for word in _short_words_held(own_text, found) if word not in asked]
     considered = _considered(found, asked, reading, followed)
     reached = [passage for passage in considered if passage.reaches(min_score, vector_bar)]
     if every_language and language and not any(passage.whole for passage in reached):

@@ -10,6 +10,7 @@ import pytest
 from agents.knowledge_settings import DEFAULT_MIN_SCORE
 from agents.passages import (
     ANSWER_MAX_CHARS,
+    BASE_CHARS,
     MAX_SENTENCES,
     STEM_CHARS,
     STEM_MARK,
@@ -29,11 +30,12 @@ from agents.passages import (
     quote_of,
     relevant_sentences,
     sentences_of,
+    short_words,
     stems_of,
     wishes_to_act,
     words_held,
 )
-from agents.stems import word_stems
+from agents.stems import word_bases, word_stems
 from agents.word_frequency import LEAST_WEIGHT, word_weight
 
 PASSAGE = (
@@ -121,6 +123,35 @@ def test_a_short_roots_ario_is_held_by_a_text_writing_the_root_and_back():
     assert words_held("qual o horario de atendimento?", "Atendemos das 8 às 20 horas.") == (2, 2)
     assert words_held("pago com débito bancário", "Débito automático no seu banco.") == (2, 3)  # débito, bancário
     assert words_held("diário", "Um dia de prazo.") == (0, 1)  # two letters before it: no root left
+
+
+def test_a_spanish_stressed_ue_is_held_by_a_text_writing_its_roots_o_and_an_english_ue_is_left():
+    solved = "Si tu problema no se resolvió por los canales de atención, contacta a la defensoría."
+
+    assert words_held("nadie me resuelve el problema", solved) == (2, 3)  # problema, resuelve; not nadie
+    assert words_held("cuanto cuesta el envio?", "El envío no tiene costo.") == (2, 2)  # cuesta, envio
+    assert words_held("me devuelven la plata?", "La devolución sale en 5 días.") == (1, 2)  # devuelven; not plata
+    assert words_held("mi cuenta", "Contacta a la defensoría.") == (0, 1)  # a base of five letters: its stems alone
+    assert word_bases("influence") == ("inflonce",) and word_bases("question") == word_bases("issues") == ()
+
+
+def test_an_ordinal_written_as_its_numeral_and_ending_is_read_as_its_word_in_each_language():
+    assert content_words("como tiro a 2a via da conta?") == ["tiro", "segunda", "conta"]
+    assert asked_words("a 2ª via") == ["segunda"]  # no code "2a" left beside it
+    assert content_words("o 1º boleto e a 3a parcela") == ["primeiro", "boleto", "terceira", "parcela"]
+    assert content_words("la 2da cuota y el 1er pago, la 4ta factura") == ["segunda", "cuota", "primer", "pago",
+                                                                           "cuarta", "factura"]  # fmt: skip
+    assert content_words("my 2nd bill, the 3rd floor") == ["second", "bill", "third", "floor"]
+    assert asked_words("o 11a e o 2,5a") == ["11a", "5a"]  # from one to ten, a number's own
+    assert words_held("onde tiro a 2a via?", "Tire a segunda via da fatura no aplicativo.") == (2, 2)
+
+
+def test_a_three_letter_word_general_language_uses_little_is_a_short_word_of_the_question_in_any_case():
+    assert short_words("a fatura em pdf, por sms ou pelo Pix") == ["pdf", "sms", "pix"]
+    assert short_words("tem como mandar via sedex?") == ["via"]  # "tem": a stop word of Portuguese's
+    assert short_words("do you ship it via the post?") == ["via"]  # "you", "the": English's
+    assert short_words("the LOS light") == []  # capitals: a name (marks_of)
+    assert "pdf" in stems_of("Baixe o PDF.") and "pdf" in stems_of("o arquivo .pdf")  # a text's, in any case
 
 
 def test_a_short_name_or_code_of_a_question_counts_and_a_passage_holds_it_only_as_the_same_mark():
@@ -335,6 +366,7 @@ def _held_as_read_word_by_word(word: str, stems: frozenset[str]) -> bool:
     return (
         word[:STEM_CHARS] in stems
         or any(STEM_MARK + stem in stems for stem in word_stems(word))
+        or any(base[:STEM_CHARS] in stems for base in word_bases(word) if len(base) >= BASE_CHARS)
         or (len(word) < STEM_CHARS and any(stem.startswith(word) for stem in stems))
     )
 

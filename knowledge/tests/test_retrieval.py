@@ -200,6 +200,26 @@ def test_a_question_naming_a_short_name_the_passage_does_not_hold_is_not_used_fo
     assert same_day.used[0].hit.heading == "Delivery › Delivery times"
 
 
+def test_a_three_letter_word_counts_where_a_passage_found_writes_it_and_a_chat_word_does_not(db):
+    """Customers type a document's acronym in lower case ("en pdf"), which the bar, counting words of four letters
+    and names in capitals, did not count: the passage writing *PDF* held no more of the question than one writing
+    the question's other words."""
+    profile = AgentProfileFactory(agent_id="bills", language="es")
+    source = KnowledgeSource.objects.create(profile=profile, name="Ayuda", language="es")
+    bills = (
+        "# Facturas\n\n## Descargar\n\nLas facturas de los últimos 12 meses se descargan en PDF.\n\n"
+        "## Vencimiento\n\nEl cambio de la fecha de las facturas se puede hacer cada 6 meses.\n"
+    )
+    document_ingest(source=source, file_name="facturas.md", data=bills.encode(), language="es")
+
+    asked = retrieve(profile, "es", "necesito la factura de hace 3 meses en pdf")
+    chatted = retrieve(profile, "es", "vcs tienen la factura de hace 3 meses?")  # "vcs": no passage writes it
+
+    assert asked.used[0].hit.heading == "Facturas › Descargar"
+    assert {(passage.held, passage.asked) for passage in asked.considered} == {(3, 4)}  # pdf one, hace the other
+    assert {passage.asked for passage in chatted.considered} == {3}  # factura, hace, meses
+
+
 def test_another_language_is_used_beside_the_conversations_only_when_it_holds_more_of_the_question(db):
     profile = AgentProfileFactory(agent_id="carrier", language="es")
     source = KnowledgeSource.objects.create(profile=profile, name="Help centre", language="es")

@@ -393,6 +393,32 @@ def test_an_intensive_finds_the_passage_that_writes_its_adjective(profile):
     assert headings(knowledge_search(profile=profile, query="lentísima", language="es")) == ["Ayuda › Conexión lenta"]
 
 
+def test_a_spanish_stressed_ue_finds_the_passage_that_writes_its_roots_o(profile):
+    source = KnowledgeSource.objects.create(profile=profile, name="Diphthongs", language="es")
+    solved = "# Ayuda\n\n## Defensoría\n\nSi tu problema no se resolvió, llama a la defensoría.\n"
+    document_ingest(source=source, file_name="defensoria.md", data=solved.encode(), language="es")
+
+    assert headings(knowledge_search(profile=profile, query="nadie resuelve", language="es")) == ["Ayuda › Defensoría"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_writes_the_passages_stems_again_with_their_diphthongs_bases(profile):
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL's tsvector is stemmed by its configurations: it keeps no stems to write")
+    migration = importlib.import_module("knowledge.migrations.0014_stems_of_diphthongs")
+    source = KnowledgeSource.objects.create(profile=profile, name="Diphthongs", language="es")
+    document_ingest(source=source, file_name="envio.md", data="# Ayuda\n\n## Envío\n\nEl envío cuesta poco.\n".encode())
+    # As a passage stored before the migration: its stems without the base's (cuesta: costa, cost).
+    stems = set(KnowledgePassage.objects.get().stems.split()) - {"cost"}
+    KnowledgePassage.objects.update(stems=" ".join(sorted(stems)))
+    with connection.schema_editor() as editor:
+        migration.stems_rewrite(apps, editor)
+
+    passage = KnowledgePassage.objects.get()
+    assert passage.stems == passage_stems(passage.heading, passage.text) and "cost" in passage.stems.split()
+    assert headings(knowledge_search(profile=profile, query="envio cuesta")) == ["Ayuda › Envío"]  # the table rebuilt
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_reads_the_passages_stored_before_it_again_their_compounds_counted_and_indexed(profile):
     migration = importlib.import_module("knowledge.migrations.0013_words_read_again")
