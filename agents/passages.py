@@ -71,7 +71,7 @@ _TABLE_RULE = re.compile(r"^[\s|:-]*-[\s|:-]*$")
 # high" asks what its systems hold of the customer.
 _QUESTION_OPENERS = (
     "como", "onde", "posso", "podemos", "consigo", "da pra", "da para", "tem como", "e possivel", "existe",
-    "how", "where", "can i", "could i", "may i", "can we", "is it possible", "is there", "are there", "do you",
+    "cade", "how", "where", "can i", "could i", "may i", "can we", "is it possible", "is there", "are there", "do you",
     "donde", "puedo", "se puede", "es posible", "hay",
 )  # fmt: skip
 _CLAUSE_END = re.compile(r"[,.;:!?¿¡\n]+")
@@ -93,7 +93,7 @@ _ASKED_TO_DO = (
 # Words too common to tell what a question is about (pt, en, es), beside every word of fewer than four letters, the
 # question words above and the full-text stop words of the three languages (agents.stop_words).
 _COMMON_WORDS = (
-    "como qual quais quando onde porque para pelo pela pelos pelas com sem uma umas uns meu minha meus minhas seu "
+    "como qual quais quando onde cade porque para pelo pela pelos pelas com sem uma umas uns meu minha meus minhas seu "
     "sua voce voces esta este isso isto essa esse fazer posso pode podem preciso quero tenho ter mais muito "
     "what which when where does have with your mine that this there their from about could would should shall "
     "will want need make "
@@ -352,7 +352,7 @@ def question_in_general(text: str) -> bool:
 # my bill late", "no pagué, ¿qué pasa con mi pedido?" ask what the business's rules say, whatever they name.
 _WHAT_FOLLOWS = (
     "what happens", "what will happen", "what if", "o que acontece", "que acontece", "o que vai acontecer", "e se",
-    "que pasa", "que sucede", "que ocurre", "y si",
+    "que pasa", "que sucede", "que ocurre", "y si", "e agora", "what now", "now what", "y ahora",
 )  # fmt: skip
 # How a question supposes something the customer does (folded): "when will I get my money back if I paid with pix?"
 # asks what the business does in that case, not what its systems hold of the customer.
@@ -438,12 +438,40 @@ def asks_documents(text: str) -> bool:
     return general_question(text) or question_in_general(text)
 
 
+# How a message tells of a fault or of a thing missing (its words normalised), in pt, en and es: a thing that did
+# not arrive or come, does not work or was not fixed (a negation, at most two words, then the verb: "não chegou",
+# "no me llegó", "never got", "hasn't arrived", "no me arregla"), or that is slow, stopped, broke or came faulty
+# ("lento", "lentísimo", "parou", "quebrou", "se rompió", "fallada", "defeito", "faulty", "stopped working"). Such a
+# statement asks what to do, which the business's documents say, though it asks no question.
+_NEGATION = r"(?:nao|no|nunca|never|not|(?:didn|doesn|hasn|haven|isn|won|wasn|aren) t)"
+_UNDONE = (
+    r"cheg\w*|receb\w*|veio|vieram|funcion\w*|liga|ligou|consert\w*|arrum\w*|"
+    r"lleg\w*|recib\w*|vino|anda|prende|arregl\w*|repar\w*|"
+    r"arriv\w*|got|gotten|get|receiv\w*|came|come|work\w*|fix\w*|repair\w*"
+)
+_FAULTY = (
+    r"lent[oa]s?|lentissim[oa]s?|parou|pararam|quebr\w*|estrag\w*|defeit\w*|travand\w*|"
+    r"lentisim[oa]s?|rompi\w*|rotos?|fallad[oa]s?|defectuos[oa]s?|defecto|dejo de (?:funcionar|andar)|"
+    r"slow|broke|broken|faulty|defective|stopped working|keeps (?:dropping|crashing|freezing)"
+)
+_FAULT = re.compile(rf"(?<!\w)(?:{_NEGATION}(?: \w+){{0,2}} (?:{_UNDONE})|{_FAULTY})(?!\w)")
+
+
+def tells_fault(text: str) -> bool:
+    """Whether ``text`` tells of a fault or of a thing missing (:data:`_FAULT`: "el wifi anda lentísimo en mi cuarto",
+    "never got my bill this month", "o liquidificador chegou com defeito"), asking the business to do nothing
+    (:data:`_ASKED_TO_DO`: "meu pedido não chegou, podem ver?" asks for it to be looked at): it asks what to do, which
+    the business's documents say, as "my wifi is slow, what do I do?" asks it."""
+    return _FAULT.search(normalize(text)) is not None and not _ASKED_TO_DO_OPENING.search(fold(text))
+
+
 def own_request(text: str) -> bool:
     """Whether ``text`` is a request about the customer's own things (:func:`names_own`) that asks nothing of the
-    business's documents besides (:func:`asks_documents`) and wishes to do nothing they explain
-    (:func:`wishes_to_act`): its tools' to answer ("Mi factura llegó muy alta, ¿puede revisarla?"), where "mi lavadora
-    se rompió, ¿la cubre la garantía?" also asks what the warranty covers and "quiero anular mi pedido" how to."""
-    return names_own(text) and not asks_documents(text) and not wishes_to_act(text)
+    business's documents besides (:func:`asks_documents`), wishes to do nothing they explain (:func:`wishes_to_act`)
+    and tells of no fault (:func:`tells_fault`): its tools' to answer ("Mi factura llegó muy alta, ¿puede
+    revisarla?"), where "mi lavadora se rompió, ¿la cubre la garantía?" also asks what the warranty covers, "quiero
+    anular mi pedido" how to, and "el wifi anda lentísimo en mi cuarto" what to do."""
+    return names_own(text) and not asks_documents(text) and not wishes_to_act(text) and not tells_fault(text)
 
 
 def sentences_of(passage: str) -> list[str]:

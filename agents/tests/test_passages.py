@@ -30,6 +30,7 @@ from agents.passages import (
     relevant_sentences,
     sentences_of,
     stems_of,
+    tells_fault,
     wishes_to_act,
     words_held,
 )
@@ -259,6 +260,46 @@ def test_a_wish_to_do_something_with_the_customers_own_thing_is_searched_and_a_w
         "Minha fatura veio alta este mês, pode ver?",
     ):
         assert not wishes_to_act(text) and own_request(text), text
+
+
+def test_a_statement_of_a_fault_or_a_missing_thing_asks_what_to_do_and_is_no_request_for_the_tools():
+    """A customer who says "my wifi is slow" or "never got my bill" states a problem and expects the help centre."""
+    for text in (
+        "el wifi anda lentisimo en mi cuarto",
+        "never got my bill this month and it's due soon",
+        "minha fatura ainda não chegou",
+        "no me llegó mi factura",
+        "my router stopped working last night",
+        "meu fone quebrou",
+        "mi licuadora llegó fallada",
+        "my blender arrived faulty",
+        "o servico tecnico nao consertou meu celular",
+        "mi celular dejó de funcionar",
+        "my order hasn't arrived yet",
+    ):
+        assert tells_fault(text) and not own_request(text), text
+    for text in (
+        "Mi factura llegó muy alta, ¿puede revisarla?",  # a request to look: the tools'
+        "meu pedido não chegou, podem ver?",
+        "My bill is too high this month, can you check it?",
+        "Where is my order? It was supposed to arrive yesterday",
+        "A minha fatura chega com valor errado",
+        "Minha fatura veio alta este mês",
+        "necesito la factura de mi línea",
+        "",
+    ):
+        assert not tells_fault(text), text
+
+
+def test_cade_asks_where_in_portuguese_as_onde_does():
+    assert general_question("cadê o codigo de rastreamento do meu pedido")
+    assert not own_request("cadê o codigo de rastreamento do meu pedido")
+    assert own_request("cadê meu pedido? era pra ter chegado ontem")  # where the customer's own thing is: the tools'
+
+
+def test_what_now_asks_what_follows_in_each_language():
+    for text in ("minha fatura não chegou, e agora", "the courier came twice, what now", "no llegó mi pedido, y ahora"):
+        assert asks_what_follows(text) and not own_request(text), text
 
 
 def test_a_word_is_held_by_a_text_holding_another_of_its_snowball_stem_billing_bill_troco_troca():
