@@ -97,7 +97,9 @@ _COMMON_WORDS = (
     "sua voce voces esta este isso isto essa esse fazer posso pode podem preciso quero tenho ter mais muito "
     "what which when where does have with your mine that this there their from about could would should shall "
     "will want need make "
-    "cual cuales cuando donde hacer puedo puede tengo tiene quiero necesito esta este esto eso mucho"
+    "cual cuales cuando donde hacer puedo puede tengo tiene quiero necesito esta este esto eso mucho "
+    # the days and moments a customer's own circumstances are told by, which say when, not what about
+    "hoje ontem amanha agora ainda today yesterday tomorrow still ayer manana ahora todavia"
 )
 _COMMON = frozenset(_COMMON_WORDS.split()) | _ASKING_WORDS | STOP_WORDS
 # A compound a document writes with a hyphen ("Wi-Fi", "e-mail", "pré-pago"), which customers write joined too.
@@ -204,14 +206,35 @@ def _asked(text: str) -> tuple[str, ...]:
     return (*content_words(text), *marks_of(text))
 
 
+# Words of pt, en and es that name one event a customer's fault tells of, whichever the help centre writes (folded,
+# by their start): a thing arriving is a thing received ("o produto chegou com defeito", "até 7 dias depois de
+# receber"), a thing fixed is a thing repaired ("no me arregla el celular", "el servicio técnico tiene 30 días para
+# repararlo"), a fault is a defect ("me llegó fallada", "producto con defecto"). A word of a family holds any other.
+_FAMILIES = {
+    "arrive": r"cheg|receb|lleg|recib|arriv|receiv",
+    "repair": r"consert|arrum|arregl|repara|repare|reparo|repair|fix$|fixed$|fixing$",
+    "defect": r"defeit|defect|falha|fallad|falla[rs]?$|fault",
+}
+_FAMILY = re.compile("|".join(f"(?P<{name}>{starts})" for name, starts in _FAMILIES.items()))
+FAMILY_MARK = "~="
+
+
+def family_of(word: str) -> str | None:
+    """The family of :data:`_FAMILIES` ``word`` (folded) is of, behind :data:`FAMILY_MARK`, or ``None``."""
+    found = _FAMILY.match(word)
+    return FAMILY_MARK + found.lastgroup if found and found.lastgroup else None
+
+
 def stems_of(text: str, *, shouted: bool | None = None) -> set[str]:
     """The first letters of ``text``'s words of four letters or more, its hyphenated compounds joined too, their
-    Snowball stems (:func:`agents.stems.word_stems`, behind :data:`STEM_MARK`), and its short names and codes
+    Snowball stems (:func:`agents.stems.word_stems`, behind :data:`STEM_MARK`), their families (:func:`family_of`:
+    "receber" holds "chegou", "repararlo" holds "arregla"), and its short names and codes
     (:func:`marks_of`, ``shouted`` as it reads it). Lines read apart hold together what they hold read as one."""
     joined = (first + second for first, second in _COMPOUND.findall(text))
     words = {word for word in (*normalize(text).split(), *(normalize(word) for word in joined)) if len(word) >= 4}
     stems = {STEM_MARK + stem for word in words for stem in word_stems(word)}
-    return {word[:STEM_CHARS] for word in words} | stems | set(marks_of(text, shouted=shouted))
+    families = {family for word in words if (family := family_of(word))}
+    return {word[:STEM_CHARS] for word in words} | stems | families | set(marks_of(text, shouted=shouted))
 
 
 def word_keys(word: str) -> frozenset[str]:
@@ -224,9 +247,11 @@ def word_keys(word: str) -> frozenset[str]:
 @lru_cache(maxsize=WORDS_KEYED_KEPT)
 def _keys(word: str) -> tuple[str, frozenset[str]]:
     """What a text's stems (:func:`stems_of`) hold when they hold ``word`` (of four letters or more): its first
-    :data:`STEM_CHARS` letters, and its Snowball stems behind :data:`STEM_MARK`. Worked out once a word, not at every
-    passage and synonym a question is held against."""
-    return word[:STEM_CHARS], frozenset(STEM_MARK + stem for stem in word_stems(word))
+    :data:`STEM_CHARS` letters, its Snowball stems behind :data:`STEM_MARK`, and its family (:func:`family_of`).
+    Worked out once a word, not at every passage and synonym a question is held against."""
+    family = family_of(word)
+    marked = {STEM_MARK + stem for stem in word_stems(word)}
+    return word[:STEM_CHARS], frozenset({*marked, family} if family else marked)
 
 
 def holds(word: str, stems: AbstractSet[str]) -> bool:

@@ -18,6 +18,7 @@ from agents.passages import (
     asks_what_follows,
     content_words,
     coverage,
+    family_of,
     general_question,
     held_in,
     holds,
@@ -302,6 +303,25 @@ def test_what_now_asks_what_follows_in_each_language():
         assert asks_what_follows(text) and not own_request(text), text
 
 
+def test_a_word_of_the_event_a_fault_tells_of_is_held_by_another_of_its_family_in_each_language():
+    """Arrived is received, fixed is repaired, faulty is a defect: the help centre writes one, a customer the other."""
+    assert words_held("o produto chegou com defeito", "Até 7 dias depois de receber, trocamos.") == (1, 3)
+    assert words_held("no me arregla el celular", "El servicio técnico tiene 30 días para repararlo.") == (1, 2)
+    assert words_held("me llegó fallada", "Producto con defecto: hasta 7 días después de recibirlo.") == (2, 2)
+    assert words_held("they never fixed it", "The repair takes up to 30 days.") == (1, 2)
+    assert words_held("my blender is faulty", "A defective product is exchanged.") == (1, 2)
+    # words that only start alike are of no family: a landline, a delivery round, a fall
+    assert words_held("meu telefone fixo", "O conserto leva 30 dias.") == (0, 2)
+    assert words_held("el reparto del pedido", "El técnico lo arregla en 30 días.") == (0, 2)
+    assert words_held("the phone fell, after a fall", "A faulty product is exchanged.") == (0, 3)
+
+
+def test_the_day_a_customer_tells_of_is_no_word_of_what_the_question_is_about():
+    assert content_words("o liquidificador chegou com defeito ontem") == ["liquidificador", "chegou", "defeito"]
+    assert content_words("my order still hasn't arrived today") == ["order", "hasn", "arrived"]
+    assert content_words("ayer me llegó la factura y todavía no la pagué") == ["llego", "factura", "pague"]
+
+
 def test_a_word_is_held_by_a_text_holding_another_of_its_snowball_stem_billing_bill_troco_troca():
     assert words_held("paperless billing please", "Your bill arrives by post.") == (1, 3)
     assert words_held("como troco de plano?", "A troca de plano é feita no aplicativo.") == (2, 2)
@@ -377,6 +397,7 @@ def _held_as_read_word_by_word(word: str, stems: frozenset[str]) -> bool:
         word[:STEM_CHARS] in stems
         or any(STEM_MARK + stem in stems for stem in word_stems(word))
         or (len(word) < STEM_CHARS and any(stem.startswith(word) for stem in stems))
+        or family_of(word) in stems
     )
 
 

@@ -226,8 +226,8 @@ def test_another_language_holding_more_but_not_all_of_the_question_does_not_disp
     articles = {
         ("pt", "alertas.md"): "# Alertas de preço\n\nPara receber um alerta quando a ação subir, diga ao assistente o "
         "código da ação.\n",
-        ("es", "alertas.md"): "# Alertas de precio\n\nPara recibir una alerta en el celular cuando PETR4 llegue a "
-        "subir, dile al asistente el código.\n",
+        ("es", "alertas.md"): "# Alertas de precio\n\nPara activar una alerta en el celular cuando PETR4 vaya a "
+        "subir, dile al asistente el código.\n",  # not "recibir" nor "llegue": of the family of "receber"
     }
     for (language, file_name), text in articles.items():
         document_ingest(source=source, file_name=f"{language}-{file_name}", data=text.encode(), language=language)
