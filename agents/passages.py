@@ -219,6 +219,7 @@ _FAMILY = re.compile("|".join(f"(?P<{name}>{starts})" for name, starts in _FAMIL
 FAMILY_MARK = "~="
 
 
+@lru_cache(maxsize=WORDS_KEYED_KEPT)
 def family_of(word: str) -> str | None:
     """The family of :data:`_FAMILIES` ``word`` (folded) is of, behind :data:`FAMILY_MARK`, or ``None``."""
     found = _FAMILY.match(word)
@@ -252,6 +253,23 @@ def _keys(word: str) -> tuple[str, frozenset[str]]:
     family = family_of(word)
     marked = {STEM_MARK + stem for stem in word_stems(word)}
     return word[:STEM_CHARS], frozenset({*marked, family} if family else marked)
+
+
+# What a word held only through its family (:func:`family_of`) weighs of its own weight: the same event told in
+# another word is evidence, less than the word itself ("llegar" in "después de recibirlo" of a cancellation section
+# against "llega" in the tracking one).
+FAMILY_WEIGHT = 0.75
+
+
+def through_family(word: str, stems: AbstractSet[str]) -> bool:
+    """``word`` is held by ``stems`` through its family alone (:func:`family_of`), not as itself (:func:`holds`)."""
+    if len(word) < 4:
+        return False
+    prefix, marked = _keys(word)
+    family = family_of(word)
+    if family is None or family not in stems or prefix in stems:
+        return False
+    return marked.isdisjoint(stems - {family}) and not (len(word) < STEM_CHARS and _started(word, stems))
 
 
 def holds(word: str, stems: AbstractSet[str]) -> bool:

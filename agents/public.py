@@ -66,6 +66,7 @@ from agents.mcp import (
 from agents.mcp import runtime as mcp_runtime
 from agents.offline_words import offline_words
 from agents.passages import (
+    FAMILY_WEIGHT,
     MIN_WORDS_HELD,
     SEARCH_KNOWLEDGE,
     SEARCH_KNOWLEDGE_DEFINITION,
@@ -83,6 +84,7 @@ from agents.passages import (
     quote_of,
     relevant_sentences,
     stems_of,
+    through_family,
     weight_of,
     word_keys,
     words_held,
@@ -146,6 +148,7 @@ __all__ = [
     "ERROR_ENDPOINT_MASKED",
     "ERROR_UNKNOWN_PROFILE",
     "FACT_MAX_CHARS",
+    "FAMILY_WEIGHT",
     "FINISH_LENGTH",
     "FINISH_STOP",
     "FORMAT_JSON_OBJECT",
@@ -255,6 +258,7 @@ __all__ = [
     "strings_of",
     "text_tokens",
     "text_within",
+    "through_family",
     "tool_call",
     "tool_data",
     "usage_counting",

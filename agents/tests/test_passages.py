@@ -32,6 +32,7 @@ from agents.passages import (
     sentences_of,
     stems_of,
     tells_fault,
+    through_family,
     wishes_to_act,
     words_held,
 )
@@ -607,3 +608,10 @@ def test_a_list_item_is_quoted_whole_so_that_a_sentence_of_it_keeps_what_it_is_a
     assert relevant_sentences(items, "when does it apply from the next bill?") == [
         "Direct debit: register your bank account in My Account. It applies from the next bill."
     ]
+
+
+def test_a_word_is_held_through_its_family_alone_only_where_no_word_of_its_own_holds_it():
+    assert through_family("chegou", stems_of("Até 7 dias depois de receber."))
+    assert not through_family("chegou", stems_of("Se a fatura não chegou, use a segunda via."))
+    assert not through_family("chegou", stems_of("A fatura não chega e, quando recebida, vence."))  # chega: itself
+    assert not through_family("fatura", stems_of("A fatura chega por e-mail."))  # no family
