@@ -71,7 +71,7 @@ _TABLE_RULE = re.compile(r"^[\s|:-]*-[\s|:-]*$")
 # high" asks what its systems hold of the customer.
 _QUESTION_OPENERS = (
     "como", "onde", "posso", "podemos", "consigo", "da pra", "da para", "tem como", "e possivel", "existe",
-    "how", "where", "can i", "could i", "may i", "can we", "is it possible", "is there", "are there", "do you",
+    "cade", "how", "where", "can i", "could i", "may i", "can we", "is it possible", "is there", "are there", "do you",
     "donde", "puedo", "se puede", "es posible", "hay",
 )  # fmt: skip
 _CLAUSE_END = re.compile(r"[,.;:!?¿¡\n]+")
@@ -93,11 +93,13 @@ _ASKED_TO_DO = (
 # Words too common to tell what a question is about (pt, en, es), beside every word of fewer than four letters, the
 # question words above and the full-text stop words of the three languages (agents.stop_words).
 _COMMON_WORDS = (
-    "como qual quais quando onde porque para pelo pela pelos pelas com sem uma umas uns meu minha meus minhas seu "
+    "como qual quais quando onde cade porque para pelo pela pelos pelas com sem uma umas uns meu minha meus minhas seu "
     "sua voce voces esta este isso isto essa esse fazer posso pode podem preciso quero tenho ter mais muito "
     "what which when where does have with your mine that this there their from about could would should shall "
     "will want need make "
-    "cual cuales cuando donde hacer puedo puede tengo tiene quiero necesito esta este esto eso mucho"
+    "cual cuales cuando donde hacer puedo puede tengo tiene quiero necesito esta este esto eso mucho "
+    # the days and moments a customer's own circumstances are told by, which say when, not what about
+    "hoje ontem amanha agora ainda today yesterday tomorrow still ayer manana ahora todavia"
 )
 _COMMON = frozenset(_COMMON_WORDS.split()) | _ASKING_WORDS | STOP_WORDS
 _SHORT_COMMON = _COMMON | SHORT_STOP_WORDS  # what a word of three letters is not, to count (short_words)
@@ -270,19 +272,41 @@ def _asked(text: str) -> tuple[str, ...]:
     return (*content_words(text), *marks_of(text))
 
 
+# Words of pt, en and es that name one event a customer's fault tells of, whichever the help centre writes (folded,
+# by their start): a thing arriving is a thing received ("o produto chegou com defeito", "até 7 dias depois de
+# receber"), a thing fixed is a thing repaired ("no me arregla el celular", "el servicio técnico tiene 30 días para
+# repararlo"), a fault is a defect ("me llegó fallada", "producto con defecto"). A word of a family holds any other.
+_FAMILIES = {
+    "arrive": r"cheg|receb|lleg|recib|arriv|receiv",
+    "repair": r"consert|arrum|arregl|repara|repare|reparo|repair|fix$|fixed$|fixing$",
+    "defect": r"defeit|defect|falha|fallad|falla[rs]?$|fault",
+}
+_FAMILY = re.compile("|".join(f"(?P<{name}>{starts})" for name, starts in _FAMILIES.items()))
+FAMILY_MARK = "~="
+
+
+@lru_cache(maxsize=WORDS_KEYED_KEPT)
+def family_of(word: str) -> str | None:
+    """The family of :data:`_FAMILIES` ``word`` (folded) is of, behind :data:`FAMILY_MARK`, or ``None``."""
+    found = _FAMILY.match(word)
+    return FAMILY_MARK + found.lastgroup if found and found.lastgroup else None
+
+
 def stems_of(text: str, *, shouted: bool | None = None) -> set[str]:
     """The first letters of ``text``'s words of four letters or more, its hyphenated compounds joined too, their
-    Snowball stems (:func:`agents.stems.word_stems`, behind :data:`STEM_MARK`), its words of three letters whole
-    (folded: a question's :func:`short_words` held), and its short names and codes (:func:`marks_of`, ``shouted`` as
-    it reads it); an ordinal's numeral read as its word (:func:`ordinals_read`). Lines read apart hold together what
-    they hold read as one."""
+    Snowball stems (:func:`agents.stems.word_stems`, behind :data:`STEM_MARK`), their families (:func:`family_of`:
+    "receber" holds "chegou", "repararlo" holds "arregla"), its words of three letters whole (folded: a question's
+    :func:`short_words` held), and its short names and codes (:func:`marks_of`, ``shouted`` as it reads it); an
+    ordinal's numeral read as its word (:func:`ordinals_read`). Lines read apart hold together what they hold read
+    as one."""
     text = ordinals_read(text)
     joined = (first + second for first, second in _COMPOUND.findall(text))
     read = normalize(text).split()
     words = {word for word in (*read, *(normalize(word) for word in joined)) if len(word) >= 4}
     stems = {STEM_MARK + stem for word in words for stem in word_stems(word)}
     short = {word for word in read if len(word) == 3 and word.isalpha()}
-    return {word[:STEM_CHARS] for word in words} | stems | short | set(marks_of(text, shouted=shouted))
+    families = {family for word in words if (family := family_of(word))}
+    return {word[:STEM_CHARS] for word in words} | stems | short | families | set(marks_of(text, shouted=shouted))
 
 
 def word_keys(word: str) -> frozenset[str]:
@@ -295,13 +319,31 @@ def word_keys(word: str) -> frozenset[str]:
 @lru_cache(maxsize=WORDS_KEYED_KEPT)
 def _keys(word: str) -> tuple[str, frozenset[str]]:
     """What a text's stems (:func:`stems_of`) hold when they hold ``word`` (of four letters or more): its first
-    :data:`STEM_CHARS` letters, and its Snowball stems behind :data:`STEM_MARK`; a base of it (:func:`word_bases`) of
-    :data:`BASE_CHARS` letters or more, its first letters too (*resuelve*, *resolvió*: the stemmers read the folded
-    ``resolvio`` as ``resolvi``). Worked out once a word, not at every passage and synonym a question is held
-    against."""
+    :data:`STEM_CHARS` letters, its Snowball stems behind :data:`STEM_MARK`, and its family (:func:`family_of`); a
+    base of it (:func:`word_bases`) of :data:`BASE_CHARS` letters or more, its first letters too (*resuelve*,
+    *resolvió*: the stemmers read the folded ``resolvio`` as ``resolvi``). Worked out once a word, not at every
+    passage and synonym a question is held against."""
+    family = family_of(word)
     marked = {STEM_MARK + stem for stem in word_stems(word)}
     marked.update(base[:STEM_CHARS] for base in word_bases(word) if len(base) >= BASE_CHARS)
-    return word[:STEM_CHARS], frozenset(marked)
+    return word[:STEM_CHARS], frozenset({*marked, family} if family else marked)
+
+
+# What a word held only through its family (:func:`family_of`) weighs of its own weight: the same event told in
+# another word is evidence, less than the word itself ("llegar" in "después de recibirlo" of a cancellation section
+# against "llega" in the tracking one).
+FAMILY_WEIGHT = 0.75
+
+
+def through_family(word: str, stems: AbstractSet[str]) -> bool:
+    """``word`` is held by ``stems`` through its family alone (:func:`family_of`), not as itself (:func:`holds`)."""
+    if len(word) < 4:
+        return False
+    prefix, marked = _keys(word)
+    family = family_of(word)
+    if family is None or family not in stems or prefix in stems:
+        return False
+    return marked.isdisjoint(stems - {family}) and not (len(word) < STEM_CHARS and _started(word, stems))
 
 
 def holds(word: str, stems: AbstractSet[str]) -> bool:
@@ -427,7 +469,7 @@ def question_in_general(text: str) -> bool:
 # my bill late", "no pagué, ¿qué pasa con mi pedido?" ask what the business's rules say, whatever they name.
 _WHAT_FOLLOWS = (
     "what happens", "what will happen", "what if", "o que acontece", "que acontece", "o que vai acontecer", "e se",
-    "que pasa", "que sucede", "que ocurre", "y si",
+    "que pasa", "que sucede", "que ocurre", "y si", "e agora", "what now", "now what", "y ahora",
 )  # fmt: skip
 # How a question supposes something the customer does (folded): "when will I get my money back if I paid with pix?"
 # asks what the business does in that case, not what its systems hold of the customer.
@@ -513,12 +555,40 @@ def asks_documents(text: str) -> bool:
     return general_question(text) or question_in_general(text)
 
 
+# How a message tells of a fault or of a thing missing (its words normalised), in pt, en and es: a thing that did
+# not arrive or come, does not work or was not fixed (a negation, at most two words, then the verb: "não chegou",
+# "no me llegó", "never got", "hasn't arrived", "no me arregla"), or that is slow, stopped, broke or came faulty
+# ("lento", "lentísimo", "parou", "quebrou", "se rompió", "fallada", "defeito", "faulty", "stopped working"). Such a
+# statement asks what to do, which the business's documents say, though it asks no question.
+_NEGATION = r"(?:nao|no|nunca|never|not|(?:didn|doesn|hasn|haven|isn|won|wasn|aren) t)"
+_UNDONE = (
+    r"cheg\w*|receb\w*|veio|vieram|funcion\w*|liga|ligou|consert\w*|arrum\w*|"
+    r"lleg\w*|recib\w*|vino|anda|prende|arregl\w*|repar\w*|"
+    r"arriv\w*|got|gotten|get|receiv\w*|came|come|work\w*|fix\w*|repair\w*"
+)
+_FAULTY = (
+    r"lent[oa]s?|lentissim[oa]s?|parou|pararam|quebr\w*|estrag\w*|defeit\w*|travand\w*|"
+    r"lentisim[oa]s?|rompi\w*|rotos?|fallad[oa]s?|defectuos[oa]s?|defecto|dejo de (?:funcionar|andar)|"
+    r"slow|broke|broken|faulty|defective|stopped working|keeps (?:dropping|crashing|freezing)"
+)
+_FAULT = re.compile(rf"(?<!\w)(?:{_NEGATION}(?: \w+){{0,2}} (?:{_UNDONE})|{_FAULTY})(?!\w)")
+
+
+def tells_fault(text: str) -> bool:
+    """Whether ``text`` tells of a fault or of a thing missing (:data:`_FAULT`: "el wifi anda lentísimo en mi cuarto",
+    "never got my bill this month", "o liquidificador chegou com defeito"), asking the business to do nothing
+    (:data:`_ASKED_TO_DO`: "meu pedido não chegou, podem ver?" asks for it to be looked at): it asks what to do, which
+    the business's documents say, as "my wifi is slow, what do I do?" asks it."""
+    return _FAULT.search(normalize(text)) is not None and not _ASKED_TO_DO_OPENING.search(fold(text))
+
+
 def own_request(text: str) -> bool:
     """Whether ``text`` is a request about the customer's own things (:func:`names_own`) that asks nothing of the
-    business's documents besides (:func:`asks_documents`) and wishes to do nothing they explain
-    (:func:`wishes_to_act`): its tools' to answer ("Mi factura llegó muy alta, ¿puede revisarla?"), where "mi lavadora
-    se rompió, ¿la cubre la garantía?" also asks what the warranty covers and "quiero anular mi pedido" how to."""
-    return names_own(text) and not asks_documents(text) and not wishes_to_act(text)
+    business's documents besides (:func:`asks_documents`), wishes to do nothing they explain (:func:`wishes_to_act`)
+    and tells of no fault (:func:`tells_fault`): its tools' to answer ("Mi factura llegó muy alta, ¿puede
+    revisarla?"), where "mi lavadora se rompió, ¿la cubre la garantía?" also asks what the warranty covers, "quiero
+    anular mi pedido" how to, and "el wifi anda lentísimo en mi cuarto" what to do."""
+    return names_own(text) and not asks_documents(text) and not wishes_to_act(text) and not tells_fault(text)
 
 
 def sentences_of(passage: str) -> list[str]:

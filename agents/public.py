@@ -66,6 +66,7 @@ from agents.mcp import (
 from agents.mcp import runtime as mcp_runtime
 from agents.offline_words import offline_words
 from agents.passages import (
+    FAMILY_WEIGHT,
     MIN_WORDS_HELD,
     SEARCH_KNOWLEDGE,
     SEARCH_KNOWLEDGE_DEFINITION,
@@ -84,6 +85,7 @@ from agents.passages import (
     relevant_sentences,
     short_words,
     stems_of,
+    through_family,
     weight_of,
     word_keys,
     words_held,
@@ -147,6 +149,7 @@ __all__ = [
     "ERROR_ENDPOINT_MASKED",
     "ERROR_UNKNOWN_PROFILE",
     "FACT_MAX_CHARS",
+    "FAMILY_WEIGHT",
     "FINISH_LENGTH",
     "FINISH_STOP",
     "FORMAT_JSON_OBJECT",
@@ -257,6 +260,7 @@ __all__ = [
     "strings_of",
     "text_tokens",
     "text_within",
+    "through_family",
     "tool_call",
     "tool_data",
     "usage_counting",

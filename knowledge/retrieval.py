@@ -25,7 +25,16 @@ from django.db import connection
 from django.urls import get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.translation import get_language
 
-from agents.public import MIN_WORDS_HELD, HeldShare, asked_words, holds, short_words, weight_of
+from agents.public import (
+    FAMILY_WEIGHT,
+    MIN_WORDS_HELD,
+    HeldShare,
+    asked_words,
+    holds,
+    short_words,
+    through_family,
+    weight_of,
+)
 from knowledge.answer_kinds import KIND_MARKS, asked_with_kinds
 from knowledge.models import KnowledgeDocument
 from knowledge.search import Hit, knowledge_search, own_heading, query_spelled, synonym_groups
@@ -100,7 +109,9 @@ def _considered(
     (:func:`agents.passages.asked_words`, read once a search), the words the passage's own heading names
     (:func:`_named`) weighing twice; with ``thread``, the words of the question it follows (none of ``asked``), which
     weigh together :data:`THREAD_WEIGHT` of one word, their share held times that added to the question's own weight
-    held, over the question's whole weight and that. At most 1, which a passage holding every word reaches."""
+    held, over the question's whole weight and that; a word held only through its family
+    (:func:`agents.passages.through_family`: "llegar" in "recibirlo") weighing :data:`agents.passages.FAMILY_WEIGHT`
+    of itself. At most 1, which a passage holding every word reaches."""
     out = []
     share = HeldShare(asked)
     whole = weight_of(asked)
@@ -109,8 +120,10 @@ def _considered(
     # The kinds of answer asked for count beside a word the question names, never alone: "how much?" names nothing.
     words = words if _words_in(words) else []
     for hit in hits:
-        held = words_held_with(words, passage_words(hit.heading, hit.text), reading) if words else []
-        named = share(_named(hit, asked, reading))
+        stems = passage_words(hit.heading, hit.text)
+        held = words_held_with(words, stems, reading) if words else []
+        kin = [word for word in held if word not in thread and through_family(word, stems)]
+        named = share(_named(hit, asked, reading)) - (1 - FAMILY_WEIGHT) * share(kin)  # kin: held as less
         if thread:
             own = (share(word for word in held if word not in thread) + named) * whole
             relevance = (own + THREAD_WEIGHT * thread_share(word for word in held if word in thread)) / (

@@ -19,6 +19,7 @@ from agents.passages import (
     asks_what_follows,
     content_words,
     coverage,
+    family_of,
     general_question,
     held_in,
     holds,
@@ -32,6 +33,8 @@ from agents.passages import (
     sentences_of,
     short_words,
     stems_of,
+    tells_fault,
+    through_family,
     wishes_to_act,
     words_held,
 )
@@ -292,6 +295,74 @@ def test_a_wish_to_do_something_with_the_customers_own_thing_is_searched_and_a_w
         assert not wishes_to_act(text) and own_request(text), text
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "el wifi anda lentisimo en mi cuarto",
+        "never got my bill this month and it's due soon",
+        "minha fatura ainda não chegou",
+        "no me llegó mi factura",
+        "my router stopped working last night",
+        "meu fone quebrou",
+        "mi licuadora llegó fallada",
+        "my blender arrived faulty",
+        "o servico tecnico nao consertou meu celular",
+        "mi celular dejó de funcionar",
+        "my order hasn't arrived yet",
+    ],
+)
+def test_a_statement_of_a_fault_or_a_missing_thing_asks_what_to_do_and_is_no_request_for_the_tools(text):
+    """A customer who says "my wifi is slow" or "never got my bill" states a problem and expects the help centre."""
+    assert tells_fault(text) and not own_request(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Mi factura llegó muy alta, ¿puede revisarla?",  # a request to look: the tools'
+        "meu pedido não chegou, podem ver?",
+        "My bill is too high this month, can you check it?",
+        "Where is my order? It was supposed to arrive yesterday",
+        "A minha fatura chega com valor errado",
+        "Minha fatura veio alta este mês",
+        "necesito la factura de mi línea",
+        "",
+    ],
+)
+def test_a_request_to_look_at_the_customers_thing_or_a_statement_of_no_fault_tells_none(text):
+    assert not tells_fault(text)
+
+
+def test_cade_asks_where_in_portuguese_as_onde_does():
+    assert general_question("cadê o codigo de rastreamento do meu pedido")
+    assert not own_request("cadê o codigo de rastreamento do meu pedido")
+    assert own_request("cadê meu pedido? era pra ter chegado ontem")  # where the customer's own thing is: the tools'
+
+
+def test_what_now_asks_what_follows_in_each_language():
+    for text in ("minha fatura não chegou, e agora", "the courier came twice, what now", "no llegó mi pedido, y ahora"):
+        assert asks_what_follows(text) and not own_request(text), text
+
+
+def test_a_word_of_the_event_a_fault_tells_of_is_held_by_another_of_its_family_in_each_language():
+    """Arrived is received, fixed is repaired, faulty is a defect: the help centre writes one, a customer the other."""
+    assert words_held("o produto chegou com defeito", "Até 7 dias depois de receber, trocamos.") == (1, 3)
+    assert words_held("no me arregla el celular", "El servicio técnico tiene 30 días para repararlo.") == (1, 2)
+    assert words_held("me llegó fallada", "Producto con defecto: hasta 7 días después de recibirlo.") == (2, 2)
+    assert words_held("they never fixed it", "The repair takes up to 30 days.") == (1, 2)
+    assert words_held("my blender is faulty", "A defective product is exchanged.") == (1, 2)
+    # words that only start alike are of no family: a landline, a delivery round, a fall
+    assert words_held("meu telefone fixo", "O conserto leva 30 dias.") == (0, 2)
+    assert words_held("el reparto del pedido", "El técnico lo arregla en 30 días.") == (0, 2)
+    assert words_held("the phone fell, after a fall", "A faulty product is exchanged.") == (0, 3)
+
+
+def test_the_day_a_customer_tells_of_is_no_word_of_what_the_question_is_about():
+    assert content_words("o liquidificador chegou com defeito ontem") == ["liquidificador", "chegou", "defeito"]
+    assert content_words("my order still hasn't arrived today") == ["order", "hasn", "arrived"]
+    assert content_words("ayer me llegó la factura y todavía no la pagué") == ["llego", "factura", "pague"]
+
+
 def test_a_word_is_held_by_a_text_holding_another_of_its_snowball_stem_billing_bill_troco_troca():
     assert words_held("paperless billing please", "Your bill arrives by post.") == (1, 3)
     assert words_held("como troco de plano?", "A troca de plano é feita no aplicativo.") == (2, 2)
@@ -368,6 +439,7 @@ def _held_as_read_word_by_word(word: str, stems: frozenset[str]) -> bool:
         or any(STEM_MARK + stem in stems for stem in word_stems(word))
         or any(base[:STEM_CHARS] in stems for base in word_bases(word) if len(base) >= BASE_CHARS)
         or (len(word) < STEM_CHARS and any(stem.startswith(word) for stem in stems))
+        or family_of(word) in stems
     )
 
 
@@ -568,3 +640,10 @@ def test_a_list_item_is_quoted_whole_so_that_a_sentence_of_it_keeps_what_it_is_a
     assert relevant_sentences(items, "when does it apply from the next bill?") == [
         "Direct debit: register your bank account in My Account. It applies from the next bill."
     ]
+
+
+def test_a_word_is_held_through_its_family_alone_only_where_no_word_of_its_own_holds_it():
+    assert through_family("chegou", stems_of("Até 7 dias depois de receber."))
+    assert not through_family("chegou", stems_of("Se a fatura não chegou, use a segunda via."))
+    assert not through_family("chegou", stems_of("A fatura não chega e, quando recebida, vence."))  # chega: itself
+    assert not through_family("fatura", stems_of("A fatura chega por e-mail."))  # no family

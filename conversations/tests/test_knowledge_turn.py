@@ -213,6 +213,30 @@ def test_a_request_about_the_customers_own_bill_is_not_answered_from_a_passage_s
     assert body["answer"] != say("pt", DONT_KNOW)
 
 
+def test_a_statement_that_the_customers_own_bill_did_not_arrive_is_answered_from_the_passage_saying_what_to_do(
+    api, invoices
+):
+    """A fault or a thing missing, stated, asks what to do: searched before the tools specialist answers, and
+    answered from the passage at the bar while its tools cannot run (the line unknown)."""
+    body = ask(api, "A minha fatura não chegou por e-mail")
+
+    assert body["agent"] == "billing_agent"
+    assert body["metadata"]["mcp_results"] == []
+    (citation,) = body["metadata"]["knowledge"]["citations"]
+    assert citation["document"] == invoices
+    assert "A segunda via do boleto sai no aplicativo" in body["answer"]
+
+
+def test_a_statement_that_the_customers_own_bill_did_not_arrive_is_answered_by_its_tools_once_they_can_run(
+    api, invoices
+):
+    body = ask(api, "A minha fatura não chegou por e-mail", context={"msisdn": "11999990000"})
+
+    assert body["agent"] == "billing_agent"
+    assert body["metadata"]["mcp_results"], "the tool was called, not replaced by the documents"
+    assert not body["metadata"]["knowledge"]["citations"] and "Faturas" not in body["answer"]
+
+
 def test_a_question_about_the_customers_own_bill_that_no_passage_answers_is_not_said_i_dont_know(api, invoices):
     for number, text in enumerate(("Quando vence a minha fatura?", "Por que a minha fatura veio tão alta?")):
         body = ask(api, text, session_id=f"own-{number}")

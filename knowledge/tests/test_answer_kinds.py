@@ -135,7 +135,10 @@ def test_a_number_that_is_no_answer_of_the_kind_is_not_held():
 @pytest.mark.parametrize(
     ("question", "words"),
     [
-        ("vale a pena comprar petrobras agora? me indica", ["comprar", "petrobras", "agora", "recomenda"]),
+        (
+            "vale a pena comprar petrobras agora? me indica",
+            ["comprar", "petrobras", "recomenda"],
+        ),  # agora: when, not what
         ("should I sell my stocks?", ["sell", "stocks", "recommend"]),
         ("¿me conviene comprar dólares?", ["comprar", "dolares", "recomienda"]),
     ],

@@ -246,8 +246,8 @@ def test_another_language_holding_more_but_not_all_of_the_question_does_not_disp
     articles = {
         ("pt", "alertas.md"): "# Alertas de preço\n\nPara receber um alerta quando a ação subir, diga ao assistente o "
         "código da ação.\n",
-        ("es", "alertas.md"): "# Alertas de precio\n\nPara recibir una alerta en el celular cuando PETR4 llegue a "
-        "subir, dile al asistente el código.\n",
+        ("es", "alertas.md"): "# Alertas de precio\n\nPara activar una alerta en el celular cuando PETR4 vaya a "
+        "subir, dile al asistente el código.\n",  # not "recibir" nor "llegue": of the family of "receber"
     }
     for (language, file_name), text in articles.items():
         document_ingest(source=source, file_name=f"{language}-{file_name}", data=text.encode(), language=language)
@@ -463,3 +463,20 @@ def test_a_follow_up_found_with_its_thread_is_what_the_search_with_its_thread_fi
 
     assert followed is True and retrieved == thread_retrieve(help_centre, "pt", question, thread)
     assert retrieved.used[0].hit.heading == "Trocas e devoluções › Prazo para devolver"
+
+
+def test_a_word_held_as_itself_outranks_the_same_word_held_only_through_its_family(db):
+    # "llegar" is "recibirlo" too (the event a fault tells of), but a section writing "llega" speaks of it itself.
+    profile = AgentProfileFactory(agent_id="shop", language="es")
+    source = KnowledgeSource.objects.create(profile=profile, name="Help centre", language="es")
+    articles = {
+        "cancelar.md": "# Cancelar\n\nSe puede cancelar el pedido hasta 7 días después de recibirlo.\n",
+        "seguimiento.md": "# Seguimiento\n\nEl pedido llega con un código de seguimiento por correo.\n",
+    }
+    for file_name, text in articles.items():
+        document_ingest(source=source, file_name=file_name, data=text.encode(), language="es")
+
+    found = retrieve(profile, "es", "cuando va a llegar el pedido")
+
+    assert [(p.hit.document_title, p.held) for p in found.used] == [("Seguimiento", 2), ("Cancelar", 2)]
+    assert found.used[0].relevance == 1.0 > found.used[1].relevance
