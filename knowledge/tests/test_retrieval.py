@@ -220,6 +220,26 @@ def test_a_three_letter_word_counts_where_a_passage_found_writes_it_and_a_chat_w
     assert {passage.asked for passage in chatted.considered} == {3}  # factura, hace, meses
 
 
+def test_a_three_letter_word_counts_where_a_passage_found_writes_a_word_it_is_the_english_stem_of(db):
+    """A question's *buy* counts where a passage writes *buying*, its *pay* where one writes *payment* (its verb: the
+    English stemmer keeps the noun whole), as where one writes the word itself."""
+    profile = AgentProfileFactory(agent_id="broker", language="en")
+    source = KnowledgeSource.objects.create(profile=profile, name="Help", language="en")
+    help_text = (
+        "# Quotes\n\n## Advice\n\nThe assistant does not recommend buying or selling shares.\n\n"
+        "## Late bills\n\nA late payment is charged a fine of 2% of the bill.\n"
+    )
+    document_ingest(source=source, file_name="quotes.md", data=help_text.encode(), language="en")
+
+    bought = retrieve(profile, "en", "should I buy shares?")
+    paid = retrieve(profile, "en", "what if I pay my bill late?")
+
+    assert bought.used[0].hit.heading == "Quotes › Advice"
+    assert (bought.used[0].held, bought.used[0].asked) == (3, 3)  # shares, buy and the advice asked for: recommend
+    assert paid.used[0].hit.heading == "Quotes › Late bills"
+    assert (paid.used[0].held, paid.used[0].asked) == (3, 3)  # bill, late, pay
+
+
 def test_another_language_is_used_beside_the_conversations_only_when_it_holds_more_of_the_question(db):
     profile = AgentProfileFactory(agent_id="carrier", language="es")
     source = KnowledgeSource.objects.create(profile=profile, name="Help centre", language="es")
