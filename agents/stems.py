@@ -27,6 +27,7 @@ import snowballstemmer
 STEMMED_LANGUAGES = ("portuguese", "english", "spanish")
 STEMS_KEPT = 100_000  # words whose stems a process keeps (a word and its stems: a few hundred bytes)
 _STEMMERS = tuple(snowballstemmer.stemmer(language) for language in STEMMED_LANGUAGES)
+_ENGLISH = _STEMMERS[STEMMED_LANGUAGES.index("english")]
 _TURNS = threading.Lock()
 # What a word's bases are (:func:`word_bases`): (ending of a folded word, what the base writes instead, the fewest
 # letters the base keeps before it), longest endings first. Portuguese's and Spanish's intensives (-íssimo, -ísimo and
@@ -43,9 +44,9 @@ _REDUCTIONS = (
 # consonant (not the silent *u* of *que*, *gue*) and before one that does not end it also has the base with *o*.
 _DIPHTHONG = re.compile(r"(?<=[b-df-hj-np-tv-z])(?<![qg])ue(?=[b-df-hj-np-tv-z][a-z])")
 # English's nouns of an action in -ment (*payment*, *shipment*, *agreement*) have their verb as a base (*pay*, *ship*,
-# *agree*), which the English stemmer keeps apart (``payment``): three letters or more before it (not *moment*,
-# *comment*'s *com* is a stop word's spelling). What is left of a noun of no verb is no word a text writes (*docu* of
-# *document*), or seldom (*state* of *statement*).
+# *agree*), which the English stemmer keeps apart (``payment``): three letters or more before it (not *moment*;
+# *comment*'s *com* is a stop word, which no question counts). What is left of a noun of no verb is no word a text
+# writes (*docu* of *document*), or seldom (*state* of *statement*).
 _MENT = re.compile(r"^([a-z]{3,})ments?$")
 # English's un- before a participle or an adjective (*unpaid*, *unavailable*, *unplug*) has the word it negates as a
 # base (*paid*, *available*, *plug*): four letters or more after it (not *under*, *until*), and no *i* next (*universe*,
@@ -91,7 +92,7 @@ def short_stems(word: str) -> frozenset[str]:
     every section on paying by a date then held."""
     forms = (word, *word_bases(word))
     with _TURNS:
-        stems = [(form, _STEMMERS[1].stemWord(form)) for form in forms]
+        stems = [(form, _ENGLISH.stemWord(form)) for form in forms]
     return frozenset(
         stem for form, stem in stems if len(stem) == 3 and stem.isalpha() and form not in (stem + "s", stem + "es")
     )
