@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from agents.stems import word_bases, word_stems
+from agents.stems import short_stems, word_bases, word_stems
 from agents.stop_words import SHORT_STOP_WORDS, STOP_WORDS
 from agents.word_frequency import word_weight
 from common.text import fold, normalize
@@ -305,6 +305,7 @@ def stems_of(text: str, *, shouted: bool | None = None) -> set[str]:
     words = {word for word in (*read, *(normalize(word) for word in joined)) if len(word) >= 4}
     stems = {STEM_MARK + stem for word in words for stem in word_stems(word)}
     short = {word for word in read if len(word) == 3 and word.isalpha()}
+    short.update(stem for word in words for stem in short_stems(word))
     families = {family for word in words if (family := family_of(word))}
     return {word[:STEM_CHARS] for word in words} | stems | short | families | set(marks_of(text, shouted=shouted))
 

@@ -38,7 +38,7 @@ from agents.passages import (
     wishes_to_act,
     words_held,
 )
-from agents.stems import word_bases, word_stems
+from agents.stems import short_stems, word_bases, word_stems
 from agents.word_frequency import LEAST_WEIGHT, word_weight
 
 PASSAGE = (
@@ -136,6 +136,31 @@ def test_a_spanish_stressed_ue_is_held_by_a_text_writing_its_roots_o_and_an_engl
     assert words_held("me devuelven la plata?", "La devolución sale en 5 días.") == (1, 2)  # devuelven; not plata
     assert words_held("mi cuenta", "Contacta a la defensoría.") == (0, 1)  # a base of five letters: its stems alone
     assert word_bases("influence") == ("inflonce",) and word_bases("question") == word_bases("issues") == ()
+
+
+def test_an_english_noun_in_ment_is_held_by_a_text_writing_its_verb_and_a_noun_of_no_verb_has_none():
+    assert words_held("when does my shipment leave?", "We ship every working day.") == (1, 2)  # shipment; not leave
+    assert words_held("late payments", "Paying by the due date avoids a fine.") == (1, 2)  # payments; not late
+    assert "pay" in stems_of("A late payment is charged a 2% fine.")  # a question's "pay" held (short_stems)
+    assert word_bases("moment") == word_bases("cement") == ()  # under three letters before it
+    assert short_words("via com pix") == ["via", "pix"]  # comment's base, com: a stop word, never counted
+    assert word_bases("agreement") == ("agree",) and word_bases("document") == ("docu",)  # no word a text writes
+
+
+def test_an_english_word_negated_by_un_is_held_by_a_text_writing_the_word_and_words_of_uni_are_no_negation():
+    assert words_held("the bill shows unpaid", "Once a bill is paid, the app shows it.") == (3, 3)  # unpaid: paid
+    assert words_held("the service is unavailable", "Check the availability of the service.") == (2, 2)
+    assert word_bases("uninstall") == ("install",) and word_bases("unplug") == ("plug",)
+    for word in ("under", "until", "universe", "unique", "united", "union", "unidade", "uniao", "unico"):
+        assert word_bases(word) == (), word
+
+
+def test_a_text_holds_the_three_letter_words_its_english_stems_are_but_a_plurals_and_a_roots():
+    assert {"buy", "pay", "use"} <= stems_of("It does not recommend buying. Paying late, used apps.")
+    assert "buy" not in stems_of("a transfer to the buyer's account")  # Spanish's stemmer reads buyer as a verb
+    assert "pag" not in stems_of("O pagamento e os pagos")  # a root, no word
+    assert "dia" not in stems_of("Em até 5 dias úteis.") and "app" not in stems_of("apps")  # a plural of the three
+    assert short_stems("payments") == frozenset({"pay"}) and short_stems("shipping") == frozenset()  # ship: four
 
 
 def test_an_ordinal_written_as_its_numeral_and_ending_is_read_as_its_word_in_each_language():

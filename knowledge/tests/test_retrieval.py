@@ -103,6 +103,14 @@ def retrieve(profile, language: str, question: str):
     )
 
 
+def profile_with(agent_id: str, language: str, file_name: str, text: str):
+    """A profile whose one source, in ``language``, holds the document ``text``."""
+    profile = AgentProfileFactory(agent_id=agent_id, language=language)
+    source = KnowledgeSource.objects.create(profile=profile, name="Help", language=language)
+    document_ingest(source=source, file_name=file_name, data=text.encode(), language=language)
+    return profile
+
+
 def figures(retrieved) -> list[tuple[str, float, float]]:
     return [(p.hit.heading, p.relevance, round(p.hit.score, 3)) for p in retrieved.considered[:2]]
 
@@ -204,13 +212,11 @@ def test_a_three_letter_word_counts_where_a_passage_found_writes_it_and_a_chat_w
     """Customers type a document's acronym in lower case ("en pdf"), which the bar, counting words of four letters
     and names in capitals, did not count: the passage writing *PDF* held no more of the question than one writing
     the question's other words."""
-    profile = AgentProfileFactory(agent_id="bills", language="es")
-    source = KnowledgeSource.objects.create(profile=profile, name="Ayuda", language="es")
     bills = (
         "# Facturas\n\n## Descargar\n\nLas facturas de los últimos 12 meses se descargan en PDF.\n\n"
         "## Vencimiento\n\nEl cambio de la fecha de las facturas se puede hacer cada 6 meses.\n"
     )
-    document_ingest(source=source, file_name="facturas.md", data=bills.encode(), language="es")
+    profile = profile_with("bills", "es", "facturas.md", bills)
 
     asked = retrieve(profile, "es", "necesito la factura de hace 3 meses en pdf")
     chatted = retrieve(profile, "es", "vcs tienen la factura de hace 3 meses?")  # "vcs": no passage writes it
@@ -218,6 +224,24 @@ def test_a_three_letter_word_counts_where_a_passage_found_writes_it_and_a_chat_w
     assert asked.used[0].hit.heading == "Facturas › Descargar"
     assert {(passage.held, passage.asked) for passage in asked.considered} == {(3, 4)}  # pdf one, hace the other
     assert {passage.asked for passage in chatted.considered} == {3}  # factura, hace, meses
+
+
+def test_a_three_letter_word_counts_where_a_passage_found_writes_a_word_it_is_the_english_stem_of(db):
+    """A question's *buy* counts where a passage writes *buying*, its *pay* where one writes *payment* (its verb: the
+    English stemmer keeps the noun whole), as where one writes the word itself."""
+    help_text = (
+        "# Quotes\n\n## Advice\n\nThe assistant does not recommend buying or selling shares.\n\n"
+        "## Late bills\n\nA late payment is charged a fine of 2% of the bill.\n"
+    )
+    profile = profile_with("broker", "en", "quotes.md", help_text)
+
+    bought = retrieve(profile, "en", "should I buy shares?")
+    paid = retrieve(profile, "en", "what if I pay my bill late?")
+
+    assert bought.used[0].hit.heading == "Quotes › Advice"
+    assert (bought.used[0].held, bought.used[0].asked) == (3, 3)  # shares, buy and the advice asked for: recommend
+    assert paid.used[0].hit.heading == "Quotes › Late bills"
+    assert (paid.used[0].held, paid.used[0].asked) == (3, 3)  # bill, late, pay
 
 
 def test_another_language_is_used_beside_the_conversations_only_when_it_holds_more_of_the_question(db):

@@ -401,22 +401,42 @@ def test_a_spanish_stressed_ue_finds_the_passage_that_writes_its_roots_o(profile
     assert headings(knowledge_search(profile=profile, query="nadie resuelve", language="es")) == ["Ayuda › Defensoría"]
 
 
+def test_an_english_word_negated_by_un_finds_the_passage_that_writes_the_word(profile):
+    source = KnowledgeSource.objects.create(profile=profile, name="Bills", language="en")
+    paid = "# Bills\n\n## Once paid\n\nA bill paid shows in the app within 3 working days.\n"
+    document_ingest(source=source, file_name="bills.md", data=paid.encode(), language="en")
+
+    assert headings(knowledge_search(profile=profile, query="still unpaid", language="en")) == ["Bills › Once paid"]
+
+
 @pytest.mark.django_db(transaction=True)
-def test_the_migration_writes_the_passages_stems_again_with_their_diphthongs_bases(profile):
+@pytest.mark.parametrize(
+    ("migration_name", "language", "section", "stem", "query"),
+    [
+        # Spanish's stressed ue: cuesta has the stems of costa, cost.
+        ("0014_stems_of_diphthongs", "es", "## Envío\n\nEl envío cuesta poco.", "cost", "envio cuesta"),
+        # English's un-: unpaid has those of paid.
+        ("0015_stems_of_english_bases", "en", "## Unpaid\n\nAn unpaid bill is charged.", "paid", "paid bill"),
+    ],
+)
+def test_a_migration_writes_the_passages_stems_again_with_the_bases_read_since(
+    profile, migration_name, language, section, stem, query
+):
     if connection.vendor != "sqlite":
         pytest.skip("PostgreSQL's tsvector is stemmed by its configurations: it keeps no stems to write")
-    migration = importlib.import_module("knowledge.migrations.0014_stems_of_diphthongs")
-    source = KnowledgeSource.objects.create(profile=profile, name="Diphthongs", language="es")
-    document_ingest(source=source, file_name="envio.md", data="# Ayuda\n\n## Envío\n\nEl envío cuesta poco.\n".encode())
-    # As a passage stored before the migration: its stems without the base's (cuesta: costa, cost).
-    stems = set(KnowledgePassage.objects.get().stems.split()) - {"cost"}
+    migration = importlib.import_module(f"knowledge.migrations.{migration_name}")
+    source = KnowledgeSource.objects.create(profile=profile, name="Bases", language=language)
+    document_ingest(source=source, file_name="help.md", data=f"# Ayuda\n\n{section}\n".encode())
+    # As a passage stored before the migration: its stems without the base's.
+    stems = set(KnowledgePassage.objects.get().stems.split()) - {stem}
     KnowledgePassage.objects.update(stems=" ".join(sorted(stems)))
     with connection.schema_editor() as editor:
         migration.stems_rewrite(apps, editor)
 
     passage = KnowledgePassage.objects.get()
-    assert passage.stems == passage_stems(passage.heading, passage.text) and "cost" in passage.stems.split()
-    assert headings(knowledge_search(profile=profile, query="envio cuesta")) == ["Ayuda › Envío"]  # the table rebuilt
+    assert passage.stems == passage_stems(passage.heading, passage.text) and stem in passage.stems.split()
+    heading = section.splitlines()[0].removeprefix("## ")
+    assert headings(knowledge_search(profile=profile, query=query)) == [f"Ayuda › {heading}"]  # the table rebuilt
 
 
 @pytest.mark.django_db(transaction=True)
