@@ -276,12 +276,18 @@ def _asked(text: str) -> tuple[str, ...]:
 # by their start): a thing arriving is a thing received ("o produto chegou com defeito", "até 7 dias depois de
 # receber"), a thing fixed is a thing repaired ("no me arregla el celular", "el servicio técnico tiene 30 días para
 # repararlo"), a fault is a defect ("me llegó fallada", "producto con defecto"). A word of a family holds any other.
+# Each member is a word's start, or with "$" a whole word ("fix", not "fixo", the landline).
 _FAMILIES = {
-    "arrive": r"cheg|receb|lleg|recib|arriv|receiv",
-    "repair": r"consert|arrum|arregl|repara|repare|reparo|repair|fix$|fixed$|fixing$",
-    "defect": r"defeit|defect|falha|fallad|falla[rs]?$|fault",
+    "arrive": ("cheg", "receb", "lleg", "recib", "arriv", "receiv"),
+    "repair": ("consert", "arrum", "arregl", "repara", "repare", "reparo", "repair", "fix$", "fixed$", "fixing$"),
+    "defect": ("defeit", "defect", "falha", "fallad", "falla$", "fallar$", "fallas$", "fault"),
 }
-_FAMILY = re.compile("|".join(f"(?P<{name}>{starts})" for name, starts in _FAMILIES.items()))
+_FAMILY = re.compile(
+    "|".join(
+        f"(?P<{name}>{'|'.join(re.escape(member.rstrip('$')) + '$' * member.endswith('$') for member in members)})"
+        for name, members in _FAMILIES.items()
+    )
+)
 FAMILY_MARK = "~="
 
 
@@ -290,6 +296,22 @@ def family_of(word: str) -> str | None:
     """The family of :data:`_FAMILIES` ``word`` (folded) is of, behind :data:`FAMILY_MARK`, or ``None``."""
     found = _FAMILY.match(word)
     return FAMILY_MARK + found.lastgroup if found and found.lastgroup else None
+
+
+@lru_cache(maxsize=WORDS_KEYED_KEPT)
+def family_searched(word: str) -> tuple[str, ...]:
+    """The other members of ``word``'s family (:func:`family_of`; ``word`` folded) a search looks for beside it, as
+    words' starts of four letters or more ("chegou": "receb", "recib", "received"'s "receiv"…), none it starts with
+    itself; none for a word of no family."""
+    family = family_of(word)
+    if family is None:
+        return ()
+    members = (member.rstrip("$") for member in _FAMILIES[family.removeprefix(FAMILY_MARK)])
+    starts: dict[str, str] = {}
+    for member in members:  # one member a search's first letters
+        if len(member) >= 4:
+            starts.setdefault(member[:STEM_CHARS], member)
+    return tuple(member for start, member in starts.items() if not word.startswith(start))
 
 
 def stems_of(text: str, *, shouted: bool | None = None) -> set[str]:

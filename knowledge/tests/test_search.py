@@ -401,6 +401,24 @@ def test_a_spanish_stressed_ue_finds_the_passage_that_writes_its_roots_o(profile
     assert headings(knowledge_search(profile=profile, query="nadie resuelve", language="es")) == ["Ayuda › Defensoría"]
 
 
+def test_a_word_finds_the_passage_that_writes_another_word_of_its_family_in_each_language(profile):
+    source = KnowledgeSource.objects.create(profile=profile, name="Families", language="es")
+    warranty = "# Ayuda\n\n## Garantía\n\nSi tiene un defecto, avísanos hasta 7 días después de recibirlo.\n"
+    document_ingest(source=source, file_name="garantia.md", data=warranty.encode(), language="es")
+    repair = "# Ajuda\n\n## Assistência\n\nA assistência técnica tem 30 dias para consertar o aparelho.\n"
+    document_ingest(source=source, file_name="assistencia.md", data=repair.encode(), language="pt")
+    fault = "# Help\n\n## Faulty items\n\nA faulty item received within 7 days is replaced.\n"
+    document_ingest(source=source, file_name="faulty.md", data=fault.encode(), language="en")
+
+    def found(query: str, language: str) -> list[str]:
+        return headings(knowledge_search(profile=profile, query=query, language=language))
+
+    assert found("me llegó fallada", "es") == ["Ayuda › Garantía"]
+    assert found("ninguém arruma", "pt") == ["Ajuda › Assistência"]
+    assert found("arrived defective", "en") == ["Help › Faulty items"]
+    assert found("fixo", "pt") == []  # the landline: no family
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_writes_the_passages_stems_again_with_their_diphthongs_bases(profile):
     if connection.vendor != "sqlite":
