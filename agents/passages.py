@@ -272,16 +272,21 @@ def _asked(text: str) -> tuple[str, ...]:
     return (*content_words(text), *marks_of(text))
 
 
-# Words of pt, en and es that name one event a customer's fault tells of, whichever the help centre writes (folded,
-# by their start): a thing arriving is a thing received ("o produto chegou com defeito", "até 7 dias depois de
-# receber"), a thing fixed is a thing repaired ("no me arregla el celular", "el servicio técnico tiene 30 días para
-# repararlo"), a fault is a defect ("me llegó fallada", "producto con defecto"). A word of a family holds any other.
-# Each member is a word's start, or with "$" a whole word ("fix", not "fixo", the landline).
+# Words of pt, en and es that name one event a customer tells of or asks for, whichever the help centre writes
+# (folded, by their start): a thing arriving is a thing received ("o produto chegou com defeito", "até 7 dias depois
+# de receber"), a thing fixed is a thing repaired ("no me arregla el celular", "el servicio técnico tiene 30 días para
+# repararlo"), a fault is a defect ("me llegó fallada", "producto con defecto"), upgrading or moving to a plan is
+# changing it ("can I downgrade my plan", "How to change your plan"), annulling or withdrawing is cancelling ("quiero
+# anular mi pedido", "puedes cancelar el pedido"). A word of a family holds any other. Each member is a word's start,
+# or with "$" a whole word ("fix", not "fixo", the landline). "Switch" is none of changing (a thing is switched off),
+# Spanish "pasar" alone neither (what happens, "¿qué pasa?").
 _FAMILIES = {
     "arrive": ("cheg", "receb", "lleg", "recib", "arriv", "receiv"),
     "repair": ("consert", "arrum", "arregl", "repara", "repare", "reparo", "repair", "fix$", "fixed$", "fixing$"),
     "defect": ("defeit", "defect", "falha", "fallad", "falla$", "fallar$", "fallas$", "fault"),
-}
+    "change": ("muda", "mudei", "mudou", "troc", "alter", "migra", "cambi", "pasarme$", "chang", "upgrad", "downgrad"),
+    "cancel": ("cancel", "desist", "anula", "anule", "anulo", "terminat"),
+}  # fmt: skip
 _FAMILY = re.compile(
     "|".join(
         f"(?P<{name}>{'|'.join(re.escape(member.rstrip('$')) + '$' * member.endswith('$') for member in members)})"

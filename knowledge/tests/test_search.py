@@ -409,6 +409,10 @@ def test_a_word_finds_the_passage_that_writes_another_word_of_its_family_in_each
     document_ingest(source=source, file_name="assistencia.md", data=repair.encode(), language="pt")
     fault = "# Help\n\n## Faulty items\n\nA faulty item received within 7 days is replaced.\n"
     document_ingest(source=source, file_name="faulty.md", data=fault.encode(), language="en")
+    plans = "# Help\n\n## Plans\n\nChange plan in the app.\n"
+    document_ingest(source=source, file_name="plans.md", data=plans.encode(), language="en")
+    orders = "# Ayuda\n\n## Cancelaciones\n\nPuedes cancelar sin costo antes del envío.\n"
+    document_ingest(source=source, file_name="cancelaciones.md", data=orders.encode(), language="es")
 
     def found(query: str, language: str) -> list[str]:
         return headings(knowledge_search(profile=profile, query=query, language=language))
@@ -416,6 +420,8 @@ def test_a_word_finds_the_passage_that_writes_another_word_of_its_family_in_each
     assert found("me llegó fallada", "es") == ["Ayuda › Garantía"]
     assert found("ninguém arruma", "pt") == ["Ajuda › Assistência"]
     assert found("arrived defective", "en") == ["Help › Faulty items"]
+    assert found("downgrade", "en") == ["Help › Plans"]
+    assert found("quiero anularlo", "es") == ["Ayuda › Cancelaciones"]
     assert found("fixo", "pt") == []  # the landline: no family
 
 
