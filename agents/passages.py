@@ -279,13 +279,14 @@ def _asked(text: str) -> tuple[str, ...]:
 # changing it ("can I downgrade my plan", "How to change your plan"), annulling or withdrawing is cancelling ("quiero
 # anular mi pedido", "puedes cancelar el pedido"). A word of a family holds any other. Each member is a word's start,
 # or with "$" a whole word ("fix", not "fixo", the landline). "Switch" is none of changing (a thing is switched off),
-# Spanish "pasar" alone neither (what happens, "¿qué pasa?").
+# Spanish "pasar" alone neither (what happens, "¿qué pasa?"), Portuguese "desistir" none of cancelling (a shop's
+# "desistência da compra" is the return of a thing received).
 _FAMILIES = {
     "arrive": ("cheg", "receb", "lleg", "recib", "arriv", "receiv"),
     "repair": ("consert", "arrum", "arregl", "repara", "repare", "reparo", "repair", "fix$", "fixed$", "fixing$"),
     "defect": ("defeit", "defect", "falha", "fallad", "falla$", "fallar$", "fallas$", "fault"),
     "change": ("muda", "mudei", "mudou", "troc", "alter", "migra", "cambi", "pasarme$", "chang", "upgrad", "downgrad"),
-    "cancel": ("cancel", "desist", "anula", "anule", "anulo", "terminat"),
+    "cancel": ("cancel", "anula", "anule", "anulo", "terminat"),
 }  # fmt: skip
 _FAMILY = re.compile(
     "|".join(
