@@ -295,6 +295,11 @@ _FAMILY = re.compile(
     )
 )
 FAMILY_MARK = "~="
+# The families a search looks for the other members of (:func:`family_searched`): a fault's, whose statement may hold
+# no other word the help centre writes ("me llegó fallada"). Changing and cancelling come with the thing changed or
+# cancelled (a plan, an order), which the search finds by; their words, which a help centre writes in many sections
+# ("troca", "alterar", "change"), widened a follow-up's searches by a third of their CPU for nothing the bar found.
+_FAMILIES_SEARCHED = frozenset({"arrive", "repair", "defect"})
 
 
 @lru_cache(maxsize=WORDS_KEYED_KEPT)
@@ -308,11 +313,11 @@ def family_of(word: str) -> str | None:
 def family_searched(word: str) -> tuple[str, ...]:
     """The other members of ``word``'s family (:func:`family_of`; ``word`` folded) a search looks for beside it, as
     words' starts of four letters or more ("chegou": "receb", "recib", "received"'s "receiv"…), none it starts with
-    itself; none for a word of no family."""
-    family = family_of(word)
-    if family is None:
+    itself; none for a word of no family or of one not searched (:data:`_FAMILIES_SEARCHED`)."""
+    family = (family_of(word) or "").removeprefix(FAMILY_MARK)
+    if family not in _FAMILIES_SEARCHED:
         return ()
-    members = (member.rstrip("$") for member in _FAMILIES[family.removeprefix(FAMILY_MARK)])
+    members = (member.rstrip("$") for member in _FAMILIES[family])
     starts: dict[str, str] = {}
     for member in members:  # one member a search's first letters
         if len(member) >= 4:

@@ -401,7 +401,7 @@ def test_a_spanish_stressed_ue_finds_the_passage_that_writes_its_roots_o(profile
     assert headings(knowledge_search(profile=profile, query="nadie resuelve", language="es")) == ["Ayuda › Defensoría"]
 
 
-def test_a_word_finds_the_passage_that_writes_another_word_of_its_family_in_each_language(profile):
+def test_a_word_of_a_fault_finds_the_passage_that_writes_another_word_of_its_family_in_each_language(profile):
     source = KnowledgeSource.objects.create(profile=profile, name="Families", language="es")
     warranty = "# Ayuda\n\n## Garantía\n\nSi tiene un defecto, avísanos hasta 7 días después de recibirlo.\n"
     document_ingest(source=source, file_name="garantia.md", data=warranty.encode(), language="es")
@@ -420,8 +420,9 @@ def test_a_word_finds_the_passage_that_writes_another_word_of_its_family_in_each
     assert found("me llegó fallada", "es") == ["Ayuda › Garantía"]
     assert found("ninguém arruma", "pt") == ["Ajuda › Assistência"]
     assert found("arrived defective", "en") == ["Help › Faulty items"]
-    assert found("downgrade", "en") == ["Help › Plans"]
-    assert found("quiero anularlo", "es") == ["Ayuda › Cancelaciones"]
+    # changing and cancelling are held by the bar, and searched by the thing changed or cancelled, not by their verb
+    assert found("downgrade", "en") == found("quiero anularlo", "es") == []
+    assert found("downgrade plan", "en") == ["Help › Plans"]
     assert found("fixo", "pt") == []  # the landline: no family
 
 
