@@ -28,7 +28,7 @@ over 100,000 passages ranks a bounded number of them, not every passage that hol
    both engines.
 
 The question is read with the synonyms of the sources searched first (:mod:`knowledge.synonym_reading`): a group's
-other terms are searched too, as are its words' bases and the other words of their families
+other terms are searched too, as are its words' bases and the other words of a fault's families
 (:func:`agents.passages.family_searched`: "llego" finds "recibirlo").
 
 With few passages (a help centre of a few hundred), every content word is filtered on: step 1 only ever leaves out
