@@ -28,7 +28,8 @@ over 100,000 passages ranks a bounded number of them, not every passage that hol
    both engines.
 
 The question is read with the synonyms of the sources searched first (:mod:`knowledge.synonym_reading`): a group's
-other terms are searched too.
+other terms are searched too, as are its words' bases and the other words of a fault's families
+(:func:`agents.passages.family_searched`: "llego" finds "recibirlo").
 
 With few passages (a help centre of a few hundred), every content word is filtered on: step 1 only ever leaves out
 the words a large knowledge holds in thousands of passages.
@@ -53,6 +54,7 @@ from agents.public import (
     HeldShare,
     asked_words,
     content_words,
+    family_searched,
     word_bases,
     word_stems,
     zipf_frequency,
@@ -668,9 +670,13 @@ def knowledge_search(
 
 def _with_bases(query: str, asked: Sequence[str]) -> str:
     """``query`` with the bases of its words asked that have one (:func:`agents.stems.word_bases`: "lentisimo" is
-    "lento") on a line of their own: searched too, as a synonym's terms are, where a passage writes the base."""
+    "lento") and the other members of their families (:func:`agents.passages.family_searched`: "llego" is "recib",
+    "fallada" "defect") on a line of their own: searched too, as a synonym's terms are, where a passage writes the
+    base or another word of the same event."""
     bases = [base for word in asked for base in word_bases(word) if len(base) >= 4]
-    return f"{query}\n{' '.join(bases)}" if bases else query
+    kin = [member for word in asked for member in family_searched(word)]
+    widened = list(dict.fromkeys([*bases, *kin]))
+    return f"{query}\n{' '.join(widened)}" if widened else query
 
 
 def by_words_held(

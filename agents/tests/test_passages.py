@@ -382,6 +382,23 @@ def test_a_word_of_the_event_a_fault_tells_of_is_held_by_another_of_its_family_i
     assert words_held("the phone fell, after a fall", "A faulty product is exchanged.") == (0, 3)
 
 
+def test_a_word_of_changing_or_cancelling_is_held_by_another_of_its_family_in_each_language():
+    """Upgrading a plan is changing it, cancelling an order is annulling it: the help centre writes one word of the
+    customer's request, the customer another."""
+    assert words_held("can I downgrade my plan?", "How to change your plan") == (2, 2)
+    assert words_held("quero migrar de plano", "Para mudar de plano, use o aplicativo.") == (2, 2)
+    assert words_held("quiero pasarme a otro plan", "Puedes cambiar de plan en la aplicación.") == (2, 2)
+    assert words_held("quiero anular mi pedido", "Puedes cancelar el pedido sin costo.") == (2, 2)
+    assert words_held("posso anular a compra?", "O cancelamento da compra é gratuito.") == (2, 2)
+    assert words_held("early termination fee", "Cancelling before the term costs a fee.") == (1, 2)
+    # switching a thing off changes no plan; a yearly plan annuls nothing; passing by moves no plan; withdrawing from
+    # a purchase (returning it) is no cancelling
+    assert words_held("quero cancelar o pedido", "Desistência da compra: devolva em 7 dias.") == (0, 2)
+    assert words_held("how do I change it?", "Switch off data roaming.") == (0, 1)
+    assert words_held("quiero anular la compra", "El plan anual tiene descuento.") == (0, 2)
+    assert words_held("quiero cambiar de plan", "Pasar por la tienda.") == (0, 2)
+
+
 def test_the_day_a_customer_tells_of_is_no_word_of_what_the_question_is_about():
     assert content_words("o liquidificador chegou com defeito ontem") == ["liquidificador", "chegou", "defeito"]
     assert content_words("my order still hasn't arrived today") == ["order", "hasn", "arrived"]

@@ -409,6 +409,31 @@ def test_an_english_word_negated_by_un_finds_the_passage_that_writes_the_word(pr
     assert headings(knowledge_search(profile=profile, query="still unpaid", language="en")) == ["Bills › Once paid"]
 
 
+def test_a_word_of_a_fault_finds_the_passage_that_writes_another_word_of_its_family_in_each_language(profile):
+    source = KnowledgeSource.objects.create(profile=profile, name="Families", language="es")
+    warranty = "# Ayuda\n\n## Garantía\n\nSi tiene un defecto, avísanos hasta 7 días después de recibirlo.\n"
+    document_ingest(source=source, file_name="garantia.md", data=warranty.encode(), language="es")
+    repair = "# Ajuda\n\n## Assistência\n\nA assistência técnica tem 30 dias para consertar o aparelho.\n"
+    document_ingest(source=source, file_name="assistencia.md", data=repair.encode(), language="pt")
+    fault = "# Help\n\n## Faulty items\n\nA faulty item received within 7 days is replaced.\n"
+    document_ingest(source=source, file_name="faulty.md", data=fault.encode(), language="en")
+    plans = "# Help\n\n## Plans\n\nChange plan in the app.\n"
+    document_ingest(source=source, file_name="plans.md", data=plans.encode(), language="en")
+    orders = "# Ayuda\n\n## Cancelaciones\n\nPuedes cancelar sin costo antes del envío.\n"
+    document_ingest(source=source, file_name="cancelaciones.md", data=orders.encode(), language="es")
+
+    def found(query: str, language: str) -> list[str]:
+        return headings(knowledge_search(profile=profile, query=query, language=language))
+
+    assert found("me llegó fallada", "es") == ["Ayuda › Garantía"]
+    assert found("ninguém arruma", "pt") == ["Ajuda › Assistência"]
+    assert found("arrived defective", "en") == ["Help › Faulty items"]
+    # changing and cancelling are held by the bar, and searched by the thing changed or cancelled, not by their verb
+    assert found("downgrade", "en") == found("quiero anularlo", "es") == []
+    assert found("downgrade plan", "en") == ["Help › Plans"]
+    assert found("fixo", "pt") == []  # the landline: no family
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("migration_name", "language", "section", "stem", "query"),
