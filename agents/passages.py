@@ -278,14 +278,18 @@ def _asked(text: str) -> tuple[str, ...]:
 # repararlo"), a fault is a defect ("me llegó fallada", "producto con defecto"), upgrading or moving to a plan is
 # changing it ("can I downgrade my plan", "How to change your plan"), annulling or withdrawing is cancelling ("quiero
 # anular mi pedido", "puedes cancelar el pedido"). A word of a family holds any other. Each member is a word's start,
-# or with "$" a whole word ("fix", not "fixo", the landline). "Switch" is none of changing (a thing is switched off),
-# Spanish "pasar" alone neither (what happens, "¿qué pasa?"), Portuguese "desistir" none of cancelling (a shop's
-# "desistência da compra" is the return of a thing received).
+# or with "$" a whole word ("fix", not "fixo", the landline). "Switch" is changing ("switch to a bigger plan") but
+# where it turns a thing off or on (:data:`_TURNED`: "switch off data roaming"); Spanish "pasar" alone is none (what
+# happens, "¿qué pasa?"), Portuguese "desistir" none of cancelling (a shop's "desistência da compra" is the return of
+# a thing received).
 _FAMILIES = {
     "arrive": ("cheg", "receb", "lleg", "recib", "arriv", "receiv"),
     "repair": ("consert", "arrum", "arregl", "repara", "repare", "reparo", "repair", "fix$", "fixed$", "fixing$"),
     "defect": ("defeit", "defect", "falha", "fallad", "falla$", "fallar$", "fallas$", "fault"),
-    "change": ("muda", "mudei", "mudou", "troc", "alter", "migra", "cambi", "pasarme$", "chang", "upgrad", "downgrad"),
+    "change": (
+        "muda", "mudei", "mudou", "troc", "alter", "migra", "cambi", "pasarme$", "chang", "switch", "upgrad",
+        "downgrad",
+    ),
     "cancel": ("cancel", "anula", "anule", "anulo", "terminat"),
 }  # fmt: skip
 _FAMILY = re.compile(
@@ -295,6 +299,9 @@ _FAMILY = re.compile(
     )
 )
 FAMILY_MARK = "~="
+# A verb of changing that turns a thing off or on ("switch off data roaming", "switch it on"): no change of a thing for
+# another, so of no family there (the word itself is held as ever).
+_TURNED = re.compile(r"\bswitch(?:es|ed|ing)?(?: \w+)? (?:off|on)\b")
 # The families a search looks for the other members of (:func:`family_searched`): a fault's, whose statement may hold
 # no other word the help centre writes ("me llegó fallada"). Changing and cancelling come with the thing changed or
 # cancelled (a plan, an order), which the search finds by; their words, which a help centre writes in many sections
@@ -339,7 +346,8 @@ def stems_of(text: str, *, shouted: bool | None = None) -> set[str]:
     stems = {STEM_MARK + stem for word in words for stem in word_stems(word)}
     short = {word for word in read if len(word) == 3 and word.isalpha()}
     short.update(stem for word in words for stem in short_stems(word))
-    families = {family for word in words if (family := family_of(word))}
+    turned = {match.split()[0] for match in _TURNED.findall(normalize(text))}
+    families = {family for word in words if word not in turned and (family := family_of(word))}
     return {word[:STEM_CHARS] for word in words} | stems | short | families | set(marks_of(text, shouted=shouted))
 
 

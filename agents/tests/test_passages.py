@@ -399,6 +399,14 @@ def test_a_word_of_changing_or_cancelling_is_held_by_another_of_its_family_in_ea
     assert words_held("quiero cambiar de plan", "Pasar por la tienda.") == (0, 2)
 
 
+def test_switching_a_plan_is_changing_it_where_switching_a_thing_off_or_on_is_not():
+    """*Switch* is a verb of changing ("switch to a bigger plan") but where it turns a thing off or on."""
+    assert words_held("I'd like to upgrade my plan", "Switching plans: you switch straight away.") == (2, 3)
+    assert words_held("how can I change my wifi password?", "Switch off data roaming.") == (0, 3)
+    assert words_held("how do I change it?", "To avoid surprises, switch it on only abroad.") == (0, 1)
+    assert words_held("how do I switch off roaming?", "Switch off data roaming.") == (2, 2)
+
+
 def test_the_day_a_customer_tells_of_is_no_word_of_what_the_question_is_about():
     assert content_words("o liquidificador chegou com defeito ontem") == ["liquidificador", "chegou", "defeito"]
     assert content_words("my order still hasn't arrived today") == ["order", "hasn", "arrived"]
