@@ -98,8 +98,10 @@ _COMMON_WORDS = (
     "what which when where does have with your mine that this there their from about could would should shall "
     "will want need make "
     "cual cuales cuando donde hacer puedo puede tengo tiene quiero necesito esta este esto eso mucho "
-    # the days and moments a customer's own circumstances are told by, which say when, not what about
-    "hoje ontem amanha agora ainda today yesterday tomorrow still ayer manana ahora todavia"
+    # the days and moments a customer's own circumstances are told by (the month or week "passado"), which say when,
+    # not what about
+    "hoje ontem amanha agora ainda passado passada today yesterday tomorrow still "
+    "ayer manana ahora todavia pasado pasada"
 )
 _COMMON = frozenset(_COMMON_WORDS.split()) | _ASKING_WORDS | STOP_WORDS
 _SHORT_COMMON = _COMMON | SHORT_STOP_WORDS  # what a word of three letters is not, to count (short_words)

@@ -411,6 +411,8 @@ def test_the_day_a_customer_tells_of_is_no_word_of_what_the_question_is_about():
     assert content_words("o liquidificador chegou com defeito ontem") == ["liquidificador", "chegou", "defeito"]
     assert content_words("my order still hasn't arrived today") == ["order", "hasn", "arrived"]
     assert content_words("ayer me llegó la factura y todavía no la pagué") == ["llego", "factura", "pague"]
+    assert content_words("perdi o boleto do mes passado") == ["perdi", "boleto"]
+    assert content_words("la factura de la semana pasada") == ["factura", "semana"]
 
 
 def test_a_word_is_held_by_a_text_holding_another_of_its_snowball_stem_billing_bill_troco_troca():
