@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.models import AgentProfile
 from agents.offline_words import offline_words
+from chat import health
 from common import language
 from common.config_version import config_version_bump
 from common.errors import ERROR_CONVERSATION_NOT_FOUND, ERROR_DEBUG_FORBIDDEN, ERROR_INVALID_KEY
@@ -328,7 +329,10 @@ def test_the_routing_mode_environment_variable_overrides_the_profile(debug_api, 
 # -- health, agents, schema -----------------------------------------------------------------------
 
 
-def test_health_reports_database_modes_profiles_and_servers(client, telecom, live_mcp):
+def test_health_reports_database_modes_profiles_and_servers(client, telecom, live_mcp, monkeypatch):
+    # What is reported, not how fast: a live MCP server on a busy machine may take longer than the probe's bound of a
+    # second (test_readiness_outages.py holds the bound itself), and is then reported degraded.
+    monkeypatch.setattr(health, "CHECK_SECONDS", 30.0)
     body = client.get("/api/health").json()
     assert body["status"] == "ok"
     assert body["agents"] == ["telecom_contas"]
