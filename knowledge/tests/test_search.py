@@ -385,28 +385,25 @@ def test_a_compound_is_found_written_joined_or_with_its_hyphen_whichever_the_pas
     assert KnowledgeWord.objects.filter(source=source, word="wi-fi", folded="wifi", passages=1).exists()
 
 
-def test_an_intensive_finds_the_passage_that_writes_its_adjective(profile):
-    source = KnowledgeSource.objects.create(profile=profile, name="Intensives", language="es")
-    slow = "# Ayuda\n\n## Conexión lenta\n\nSi la conexión está lenta, reinicia el módem.\n"
-    document_ingest(source=source, file_name="lenta.md", data=slow.encode(), language="es")
+@pytest.mark.parametrize(
+    ("language", "text", "query", "heading"),
+    [
+        # an intensive finds its adjective
+        ("es", "# Ayuda\n\n## Conexión lenta\n\nSi la conexión está lenta, reinicia el módem.\n", "lentísima",
+         "Ayuda › Conexión lenta"),
+        # Spanish's stressed ue finds its root's o
+        ("es", "# Ayuda\n\n## Defensoría\n\nSi tu problema no se resolvió, llama a la defensoría.\n",
+         "nadie resuelve", "Ayuda › Defensoría"),
+        # an English word negated by un- finds the word
+        ("en", "# Bills\n\n## Once paid\n\nA bill paid shows in the app within 3 working days.\n", "still unpaid",
+         "Bills › Once paid"),
+    ],
+)  # fmt: skip
+def test_a_words_base_finds_the_passage_that_writes_it(profile, language, text, query, heading):
+    source = KnowledgeSource.objects.create(profile=profile, name="Bases", language=language)
+    document_ingest(source=source, file_name="help.md", data=text.encode(), language=language)
 
-    assert headings(knowledge_search(profile=profile, query="lentísima", language="es")) == ["Ayuda › Conexión lenta"]
-
-
-def test_a_spanish_stressed_ue_finds_the_passage_that_writes_its_roots_o(profile):
-    source = KnowledgeSource.objects.create(profile=profile, name="Diphthongs", language="es")
-    solved = "# Ayuda\n\n## Defensoría\n\nSi tu problema no se resolvió, llama a la defensoría.\n"
-    document_ingest(source=source, file_name="defensoria.md", data=solved.encode(), language="es")
-
-    assert headings(knowledge_search(profile=profile, query="nadie resuelve", language="es")) == ["Ayuda › Defensoría"]
-
-
-def test_an_english_word_negated_by_un_finds_the_passage_that_writes_the_word(profile):
-    source = KnowledgeSource.objects.create(profile=profile, name="Bills", language="en")
-    paid = "# Bills\n\n## Once paid\n\nA bill paid shows in the app within 3 working days.\n"
-    document_ingest(source=source, file_name="bills.md", data=paid.encode(), language="en")
-
-    assert headings(knowledge_search(profile=profile, query="still unpaid", language="en")) == ["Bills › Once paid"]
+    assert headings(knowledge_search(profile=profile, query=query, language=language)) == [heading]
 
 
 def test_a_word_of_a_fault_finds_the_passage_that_writes_another_word_of_its_family_in_each_language(profile):
